@@ -1,0 +1,353 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// troupe runs one command line in process, isolated from the caller's
+// configuration, and returns its exit code and output.
+func troupe(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(t.Context(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// isolate points every config lookup at an empty place and runs the test in
+// a fresh folder, so a developer's own troupe.yaml cannot leak in.
+func isolate(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "xdg"))
+	t.Setenv("HOME", filepath.Join(dir, "home"))
+	for _, k := range []string{"TROUPE_CONFIG", "TROUPE_ARTIFACT_ROOT"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Chdir(dir)
+	return dir
+}
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// repoPath is a path in the repository, from this package's folder.
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join("..", "..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+func manifestDoc(promptPath, digest, endpoint string) string {
+	return `condition: t
+roster:
+  - id: solo
+    kind: orchestrator
+    role: solo
+    count: 1
+    endpoint: ` + endpoint + `
+    model_revision: r
+    prompt:
+      path: ` + promptPath + `   # keep me
+      sha256: ` + digest + `
+prices:
+  ` + endpoint + `: {input_per_million_usd: 0, cached_input_per_million_usd: 0, output_per_million_usd: 0}
+trial_budget: {timeout_seconds: 60}
+`
+}
+
+func TestValidateExamples(t *testing.T) {
+	examples, _ := filepath.Glob(repoPath(t, "examples/manifests/*.yaml"))
+	isolate(t)
+	if len(examples) != 3 {
+		t.Fatalf("want 3 example manifests, found %v", examples)
+	}
+	code, out, errOut := troupe(t, append([]string{"validate"}, examples...)...)
+	if code != exitOK || !strings.Contains(out, "3 manifests: 3 valid, 0 invalid") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out, "warning") {
+		t.Errorf("examples use mock/ endpoints, which need no configuration:\n%s", out)
+	}
+}
+
+func TestValidateFiveMistakes(t *testing.T) {
+	dir := isolate(t)
+	doc := strings.NewReplacer(
+		"condition: t", "condition: t\nschema_version: 1",
+		"kind: orchestrator", "kind: boss",
+		"count: 1", "count: 0",
+		"model_revision: r", "model_revison: r",
+		"timeout_seconds: 60", "timeout_seconds: -5",
+	).Replace(manifestDoc("p.md", sum("p"), "e"))
+	write(t, filepath.Join(dir, "bad.yaml"), doc)
+
+	code, out, _ := troupe(t, "validate", "bad.yaml")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d", code, exitFailed)
+	}
+	located := regexp.MustCompile(`(?m)^  bad\.yaml:\d+:\d+: \S+: .+$`).FindAllString(out, -1)
+	if len(located) != 5 || !strings.Contains(out, "FAIL  bad.yaml  5 problems") {
+		t.Fatalf("want five located errors, got %d:\n%s", len(located), out)
+	}
+	for _, want := range []string{
+		`bad.yaml:2:17: schema_version: must be the string "1"`,
+		`bad.yaml:5:11: roster[0].kind: must be one of orchestrator, worker; found "boss"`,
+		`bad.yaml:7:12: roster[0].count: must be greater than 0, found 0`,
+		`bad.yaml:9:5: roster[0].model_revison: unknown key "model_revison"; did you mean "model_revision"?`,
+		`bad.yaml:15:33: trial_budget.timeout_seconds: must be greater than 0, found -5`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestValidateJSON(t *testing.T) {
+	dir := isolate(t)
+	write(t, filepath.Join(dir, "p.md"), "p")
+	write(t, filepath.Join(dir, "good.yaml"), manifestDoc("p.md", sum("p"), "gpt-x"))
+	write(t, filepath.Join(dir, "stale.yaml"), manifestDoc("p.md", sum("old"), "e"))
+
+	code, out, _ := troupe(t, "validate", "--json", "good.yaml", "stale.yaml")
+	if code != exitFailed {
+		t.Fatalf("exit %d", code)
+	}
+	var res struct {
+		Valid     bool
+		Manifests []validateResult
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if res.Valid || len(res.Manifests) != 2 {
+		t.Fatalf("unexpected %+v", res)
+	}
+	good, stale := res.Manifests[0], res.Manifests[1]
+	if !good.Valid || len(good.Hash) != 64 || good.Agents != 1 || len(good.Warnings) != 1 || !strings.Contains(good.Warnings[0].Message, `endpoint "gpt-x" is not configured`) {
+		t.Errorf("good manifest: %+v", good)
+	}
+	if stale.Valid || len(stale.Errors) != 1 {
+		t.Fatalf("stale manifest: %+v", stale)
+	}
+	e := stale.Errors[0]
+	if e.Line != 11 || e.Col != 15 || e.Path != "roster[0].prompt.sha256" || !strings.Contains(e.Message, "the file has "+sum("p")) {
+		t.Errorf("stale pin error: %+v", e)
+	}
+}
+
+func TestHash(t *testing.T) {
+	golden := repoPath(t, "manifest/testdata/hash/tb-team-opus-luna.yaml")
+	other := repoPath(t, "manifest/testdata/hash/m1-hello-world.yaml")
+	isolate(t)
+	const want = "bb819cba47db47970686599cd0afb84f354933c7d8542f94af8d04c640caf1a0"
+
+	if code, out, _ := troupe(t, "hash", golden); code != exitOK || out != want+"\n" {
+		t.Errorf("hash: exit %d, %q", code, out)
+	}
+	code, out, _ := troupe(t, "hash", golden, other)
+	if code != exitOK || !strings.HasPrefix(out, want+"  "+golden+"\n") || strings.Count(out, "\n") != 2 {
+		t.Errorf("hash of two: exit %d, %q", code, out)
+	}
+	code, out, _ = troupe(t, "hash", "--canonical", golden)
+	canonical, _ := os.ReadFile(strings.TrimSuffix(golden, ".yaml") + ".canonical.json")
+	if code != exitOK || out != string(canonical)+"\n" {
+		t.Errorf("--canonical: exit %d, %q", code, out)
+	}
+	if code, _, errOut := troupe(t, "hash", "missing.yaml"); code != exitFailed || !strings.Contains(errOut, "missing.yaml") {
+		t.Errorf("missing file: exit %d, %q", code, errOut)
+	}
+}
+
+func TestPin(t *testing.T) {
+	dir := isolate(t)
+	write(t, filepath.Join(dir, "personas", "p.md"), "prompt v1")
+	path := filepath.Join(dir, "m.yaml")
+	write(t, path, manifestDoc("personas/p.md", sum("prompt v0"), "e"))
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, _ := troupe(t, "pin", "--check", "m.yaml")
+	if code != exitFailed || !strings.Contains(out, "stale  m.yaml:11:15: roster[0].prompt (personas/p.md): "+sum("prompt v0")+" -> "+sum("prompt v1")) {
+		t.Fatalf("--check: exit %d\n%s", code, out)
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), sum("prompt v0")) {
+		t.Fatal("--check wrote the file")
+	}
+
+	if code, out, _ = troupe(t, "pin", "m.yaml"); code != exitOK || !strings.HasPrefix(out, "updated  m.yaml") {
+		t.Fatalf("pin: exit %d\n%s", code, out)
+	}
+	data, _ := os.ReadFile(path)
+	if want := manifestDoc("personas/p.md", sum("prompt v1"), "e"); string(data) != want {
+		t.Errorf("pinned file:\n%s\nwant:\n%s", data, want)
+	}
+	if info, _ := os.Stat(path); info.Mode().Perm() != 0o640 {
+		t.Errorf("mode changed to %v", info.Mode().Perm())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("temporary files left behind: %v", entries)
+	}
+	if code, out, _ = troupe(t, "pin", "--check", "m.yaml"); code != exitOK || !strings.Contains(out, "every pin is current") {
+		t.Errorf("after pin, --check: exit %d\n%s", code, out)
+	}
+	if code, _, _ = troupe(t, "validate", "m.yaml"); code != exitOK {
+		t.Errorf("pinned manifest does not validate")
+	}
+}
+
+func TestPinMissingFile(t *testing.T) {
+	dir := isolate(t)
+	write(t, filepath.Join(dir, "m.yaml"), manifestDoc("nope.md", "TODO", "e"))
+	code, out, _ := troupe(t, "pin", "m.yaml")
+	if code != exitFailed || !strings.Contains(out, "m.yaml:10:13: roster[0].prompt.path: nope.md does not exist") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+}
+
+func TestArtifactRootPrecedence(t *testing.T) {
+	dir := isolate(t)
+	for _, d := range []string{"from-file", "from-env", "from-flag"} {
+		write(t, filepath.Join(dir, d, "p.md"), d)
+	}
+	write(t, filepath.Join(dir, "conf", "troupe.yaml"), "artifact_root: ../from-file\n")
+	write(t, filepath.Join(dir, "m.yaml"), manifestDoc("p.md", sum("from-flag"), "mock/x"))
+
+	validate := func(args ...string) (int, string) {
+		code, out, _ := troupe(t, append([]string{"validate", "--config", "conf/troupe.yaml"}, append(args, "m.yaml")...)...)
+		return code, out
+	}
+	if code, out := validate("--artifact-root", "from-flag"); code != exitOK {
+		t.Errorf("the flag must win: %s", out)
+	}
+	t.Setenv("TROUPE_ARTIFACT_ROOT", "from-env")
+	if code, out := validate(); code != exitFailed || !strings.Contains(out, "the file has "+sum("from-env")) {
+		t.Errorf("the environment must win over the file: %s", out)
+	}
+	if code, out := validate("--artifact-root", "from-flag"); code != exitOK {
+		t.Errorf("the flag must win over the environment: %s", out)
+	}
+	os.Unsetenv("TROUPE_ARTIFACT_ROOT")
+	if code, out := validate(); code != exitFailed || !strings.Contains(out, "the file has "+sum("from-file")) {
+		t.Errorf("the config file's artifact_root, relative to the file, must apply: %s", out)
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	dir := isolate(t)
+	write(t, filepath.Join(dir, "p.md"), "p")
+	write(t, filepath.Join(dir, "m.yaml"), manifestDoc("p.md", sum("p"), "gpt-x"))
+
+	// ./troupe.yaml is found without being named, and its endpoints are used.
+	write(t, filepath.Join(dir, "troupe.yaml"), "endpoints:\n  gpt-x: {api: openai, base_url: 'http://127.0.0.1:9/v1', api_key_env: OPENAI_API_KEY}\n")
+	if code, out, _ := troupe(t, "validate", "m.yaml"); code != exitOK || strings.Contains(out, "warning") {
+		t.Errorf("configured endpoint: exit %d\n%s", code, out)
+	}
+	// A broken config file is reported, located, by the commands that read it.
+	write(t, filepath.Join(dir, "troupe.yaml"), "endpoints:\n  gpt-x: {api: openai}\nartifact_rot: x\n")
+	code, _, errOut := troupe(t, "validate", "m.yaml")
+	if code != exitFailed || !strings.Contains(errOut, "troupe.yaml:2:10: endpoints[\"gpt-x\"]: an openai endpoint needs base_url") ||
+		!strings.Contains(errOut, `troupe.yaml:3:1: artifact_rot: unknown key "artifact_rot"; did you mean "artifact_root"?`) {
+		t.Errorf("broken config: exit %d\n%s", code, errOut)
+	}
+	// ... but not by commands that need no configuration.
+	if code, _, _ := troupe(t, "hash", "m.yaml"); code != exitOK {
+		t.Errorf("hash must not read the config file")
+	}
+	// A config file named explicitly must exist.
+	if code, _, errOut := troupe(t, "validate", "--config", "nope.yaml", "m.yaml"); code != exitFailed || !strings.Contains(errOut, "config file nope.yaml does not exist") {
+		t.Errorf("missing --config: exit %d %s", code, errOut)
+	}
+	// $XDG_CONFIG_HOME/troupe/config.yaml is the fallback.
+	os.Remove(filepath.Join(dir, "troupe.yaml"))
+	write(t, filepath.Join(dir, "xdg", "troupe", "config.yaml"), "endpoints: {gpt-x: {api: mock}}\n")
+	if code, out, _ := troupe(t, "validate", "m.yaml"); code != exitOK || strings.Contains(out, "warning") {
+		t.Errorf("XDG config: exit %d\n%s", code, out)
+	}
+}
+
+func TestPersonasAndVersion(t *testing.T) {
+	isolate(t)
+	code, out, _ := troupe(t, "personas", "list")
+	if code != exitOK || !strings.Contains(out, `lead    Lead`) || !strings.Contains(out, `{path: "troupe:worker", sha256: `) {
+		t.Errorf("list: %d\n%s", code, out)
+	}
+	code, out, _ = troupe(t, "personas", "show", "solo")
+	if code != exitOK || !strings.HasPrefix(out, "# Solo") {
+		t.Errorf("show: %d %q", code, out)
+	}
+	code, _, errOut := troupe(t, "personas", "show", "boss")
+	if code != exitFailed || !strings.Contains(errOut, `unknown persona "boss"; the built-in personas are critic, lead, peer, solo, worker`) {
+		t.Errorf("show unknown: %d %q", code, errOut)
+	}
+	code, out, _ = troupe(t, "version")
+	if code != exitOK || !regexp.MustCompile(`^troupe \S+ \(.+, go1\.\d+.*, \w+/\w+\)\n$`).MatchString(out) {
+		t.Errorf("version: %d %q", code, out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	isolate(t)
+	for _, args := range [][]string{
+		{"validate"},
+		{"hash"},
+		{"validate", "--frobnicate", "x.yaml"},
+		{"frobnicate"},
+		{"personas", "show"},
+		{"version", "extra"},
+	} {
+		code, _, errOut := troupe(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, "--help' for usage") {
+			t.Errorf("%v: exit %d, %q", args, code, errOut)
+		}
+	}
+	if code, out, _ := troupe(t, "validate", "--help"); code != exitOK || !strings.Contains(out, "Exit status: 0 when every manifest is valid") {
+		t.Errorf("--help: %d %q", code, out)
+	}
+}
+
+func TestExampleTaskLayout(t *testing.T) {
+	task := repoPath(t, "examples/tasks/hello-world")
+	for _, f := range []string{"task.toml", "instruction.md", "environment/Dockerfile", "tests/test.sh", "solution/solve.sh"} {
+		info, err := os.Stat(filepath.Join(task, f))
+		if err != nil {
+			t.Errorf("Harbor task file missing: %v", err)
+			continue
+		}
+		if strings.HasSuffix(f, ".sh") && info.Mode().Perm()&0o111 == 0 {
+			t.Errorf("%s is not executable", f)
+		}
+	}
+	test, _ := os.ReadFile(filepath.Join(task, "tests/test.sh"))
+	if !strings.Contains(string(test), "/logs/verifier/reward.txt") {
+		t.Error("the verifier does not write /logs/verifier/reward.txt")
+	}
+	dockerfile, _ := os.ReadFile(filepath.Join(task, "environment/Dockerfile"))
+	if !strings.HasPrefix(strings.TrimLeft(string(dockerfile[strings.Index(string(dockerfile), "FROM"):]), " "), "FROM busybox") {
+		t.Error("the example environment must build offline from the seeded busybox image")
+	}
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+)
+
+// app is what every command shares: where output goes and the configuration,
+// loaded once, on first use, by the commands that need it.
+type app struct {
+	stdout, stderr io.Writer
+	configFlag     string
+	cfg            *config
+}
+
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   programName,
+		Short: "Run benchmark trials of LLM agent teams and compare rosters",
+		Long: `troupe runs benchmark trials of LLM agent teams in containers and compares rosters.
+
+A manifest names a team: one orchestrator and any number of workers, each with a
+model endpoint, a sha256-pinned persona prompt and a budget. troupe checks, pins and
+hashes manifests; the condition hash is identical to the original Python system's,
+so results pool across both.
+
+Configuration comes from flags, then TROUPE_* environment variables, then a config
+file: --config FILE, $TROUPE_CONFIG, ./troupe.yaml or $XDG_CONFIG_HOME/troupe/config.yaml.
+See docs/config.md.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Without this cobra prints an unknown command's suggestions itself.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	root.PersistentFlags().StringVar(&a.configFlag, "config", "", "config file (default $TROUPE_CONFIG, ./troupe.yaml, $XDG_CONFIG_HOME/troupe/config.yaml)")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &usageError{command: cmd.CommandPath(), err: err}
+	})
+	root.AddCommand(
+		newValidateCmd(a),
+		newHashCmd(a),
+		newPinCmd(a),
+		newPersonasCmd(a),
+		newVersionCmd(a),
+	)
+	wrapArgs(root)
+	return root
+}
+
+// wrapArgs makes argument-count mistakes usage errors (exit status 2), for a
+// command and its subcommands.
+func wrapArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return &usageError{command: cmd.CommandPath(), err: err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
+}
+
+// settings returns a viper instance for the given keys with troupe's
+// precedence: the command's flag (its name is the key with dashes), then
+// TROUPE_<KEY>, then the config file.
+func (a *app) settings(cmd *cobra.Command, keys ...string) (*viper.Viper, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	v := viper.New()
+	v.SetEnvPrefix("troupe")
+	for _, key := range keys {
+		// Bind one by one: BindPFlags would also bind help and config.
+		if err := v.BindEnv(key); err != nil {
+			return nil, err
+		}
+		if f := cmd.Flags().Lookup(strings.ReplaceAll(key, "_", "-")); f != nil {
+			if err := v.BindPFlag(key, f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := v.MergeConfigMap(cfg.settings); err != nil {
+		return nil, fmt.Errorf("config %s: %w", cfg.path, err)
+	}
+	return v, nil
+}
+
+// config loads the configuration file once.
+func (a *app) config() (*config, error) {
+	if a.cfg != nil {
+		return a.cfg, nil
+	}
+	cfg, err := loadConfig(a.configFlag)
+	if err != nil {
+		return nil, err
+	}
+	a.cfg = cfg
+	return cfg, nil
+}
+
+// exactArgs is cobra.ExactArgs with a message that names what is expected.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("%s takes %s (got %d arguments)", cmd.CommandPath(), what, len(args))
+		}
+		return nil
+	}
+}
+
+// minArgs is cobra.MinimumNArgs with a message that names what is expected.
+func minArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return errors.New(cmd.CommandPath() + " needs " + what)
+		}
+		return nil
+	}
+}

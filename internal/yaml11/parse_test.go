@@ -1,0 +1,141 @@
+package yaml11
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParsePositions(t *testing.T) {
+	doc := "# head\nroster:\n  - id: é\n    count: 2\n  - {id: b, count: x}\nprices: {}\n"
+	root, err := Parse("m.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roster := root.Get("roster")
+	tests := []struct {
+		name      string
+		node      *Node
+		line, col int
+	}{
+		{"root mapping at its first key", root, 2, 1},
+		{"block sequence at its dash", roster, 3, 3},
+		{"mapping in a sequence at its first key", roster.Items[0], 3, 5},
+		{"value after a multibyte character", roster.Items[0].Get("count"), 4, 12},
+		{"flow mapping at its brace", roster.Items[1], 5, 5},
+		{"value in a flow mapping", roster.Items[1].Get("count"), 5, 20},
+	}
+	for _, tt := range tests {
+		if tt.node == nil {
+			t.Errorf("%s: node missing", tt.name)
+			continue
+		}
+		if tt.node.Line != tt.line || tt.node.Col != tt.col {
+			t.Errorf("%s: at %d:%d, want %d:%d", tt.name, tt.node.Line, tt.node.Col, tt.line, tt.col)
+		}
+	}
+}
+
+func TestParseRefusesHostileInput(t *testing.T) {
+	laughs := []string{`a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]`}
+	for i := 1; i < 10; i++ {
+		laughs = append(laughs, fmt.Sprintf("a%d: &a%d [%s]", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d,", i-1), 9), ",")))
+	}
+	var manyKeys strings.Builder
+	for i := range MaxMappingEntries + 1 {
+		fmt.Fprintf(&manyKeys, "k%d: %d\n", i, i)
+	}
+	var deep strings.Builder
+	for i := range MaxDepth + 5 {
+		fmt.Fprintf(&deep, "%sk:\n", strings.Repeat(" ", i))
+	}
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"billion laughs", strings.Join(laughs, "\n"), "expands to more than"},
+		{"huge block mapping", manyKeys.String(), "keys in one mapping"},
+		{"deep nesting", deep.String(), "levels deep"},
+		{"flow nesting", "a: " + strings.Repeat("[", MaxDepth+5) + strings.Repeat("]", MaxDepth+5), "levels deep"},
+		{"recursive alias", "a: &x {b: *x}", "recursive"},
+		{"undefined alias", "a: *nope", "no anchor"},
+		{"two documents", "a: 1\n---\nb: 2\n", "single YAML document"},
+		{"invalid utf-8", "a: \xff\n", "invalid UTF-8"},
+		{"control character", "a: \x01\n", "not allowed"},
+		{"tab", "a:\n\tb: 1\n", "tab character"},
+		{"syntax", "a: [1, 2\n", "YAML syntax"},
+		{"duplicate key", "a: 1\nb: 2\na: 3\n", "already defined"},
+		{"duplicate after resolution", "0x1F: a\n31: b\n", "already defined"},
+		{"merge of a scalar", "a: {<<: 1}", "merge key"},
+		{"unsupported tag", "a: !!binary aGk=", "not supported"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := Parse("x.yaml", []byte(tt.doc))
+			if elapsed := time.Since(start); elapsed > 2*time.Second {
+				t.Errorf("took %v to refuse", elapsed)
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			e, ok := errors.AsType[*Error](err)
+			if !ok || e.Line < 1 || e.Col < 1 || e.File != "x.yaml" {
+				t.Errorf("error is not located in x.yaml: %#v", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not say %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseAcceptsLargeOrdinaryDocuments(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("roster:\n")
+	for i := range 2000 {
+		fmt.Fprintf(&b, "  - {id: w%d, kind: worker, count: 1}\n", i)
+	}
+	root, err := Parse("big.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(root.Get("roster").Items); got != 2000 {
+		t.Fatalf("roster has %d items", got)
+	}
+}
+
+func TestParseEmpty(t *testing.T) {
+	for _, doc := range []string{"", "# only a comment\n", "\ufeff", "---\n"} {
+		root, err := Parse("e.yaml", []byte(doc))
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if root.Kind != Null {
+			t.Errorf("%q: root is %s, want null", doc, root.Kind)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"a: 1", "a: [1, {b: c}]", "a: &x 1\nb: *x", "<<: {a: 1}", "- !!int 010", "a: |\n  x\n",
+		"a: 'q''q'", "a: \"\\u00e9\"", "? x\n: y", "a: 1\n---\n", "{a: [b, {c: d}]}", "a:\n  - b\n  -\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		root, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			e, ok := errors.AsType[*Error](err)
+			if !ok || e.Line < 1 || e.Col < 1 {
+				t.Fatalf("unlocated error %#v", err)
+			}
+			return
+		}
+		if root.size > MaxNodes {
+			t.Fatalf("accepted a document of %d nodes", root.size)
+		}
+	})
+}

@@ -1,0 +1,184 @@
+// Package llm is troupe's model side: where each endpoint name's calls go
+// (this file), and, as it grows, the metering gateway that holds the real
+// keys, prices calls and enforces budgets while a trial runs.
+package llm
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/troupebench/troupe/internal/yaml11"
+)
+
+// API is the wire format an endpoint speaks.
+type API string
+
+// The wire formats troupe's gateway speaks. Mock plays a scripted scenario,
+// so trials run offline and deterministically.
+const (
+	OpenAI    API = "openai"
+	Anthropic API = "anthropic"
+	Mock      API = "mock"
+)
+
+// MockPrefix marks an endpoint name that needs no configuration: mock/<name>
+// plays the scenario called <name>.
+const MockPrefix = "mock/"
+
+// Endpoint says where calls for one endpoint name go. The real API key is
+// never here: APIKeyEnv names the host environment variable that holds it,
+// read by the gateway when it starts.
+type Endpoint struct {
+	Name string
+	API  API
+	// BaseURL is the upstream's URL (openai, anthropic); empty for mock.
+	BaseURL string
+	// APIKeyEnv names the variable holding the key; empty sends no key (a
+	// local server).
+	APIKeyEnv string
+	// Model is the upstream's model name; it defaults to Name.
+	Model string
+	// Scenario names the mock scenario (a built-in name or a file); it
+	// defaults to Name without its "mock/" prefix.
+	Scenario string
+}
+
+// Endpoints is the endpoints: section of troupe's configuration, by name.
+type Endpoints map[string]Endpoint
+
+// Lookup returns the configuration of an endpoint name. A name starting with
+// "mock/" that is not configured is a mock endpoint playing the scenario of
+// the same name, so examples and tests need no configuration file.
+func (e Endpoints) Lookup(name string) (Endpoint, bool) {
+	if ep, ok := e[name]; ok {
+		return ep, true
+	}
+	if scenario, ok := strings.CutPrefix(name, MockPrefix); ok && scenario != "" {
+		return Endpoint{Name: name, API: Mock, Model: name, Scenario: scenario}, true
+	}
+	return Endpoint{}, false
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParseEndpoints decodes an endpoints: section, recording every problem in d.
+func ParseEndpoints(d *yaml11.Decoder, n *yaml11.Node, path string) Endpoints {
+	out := Endpoints{}
+	d.Map(n, path, func(name string, key, v *yaml11.Node, path string) {
+		if strings.TrimSpace(name) == "" {
+			d.Errorf(key, path, "an endpoint needs a name")
+			return
+		}
+		if ep, ok := parseEndpoint(d, name, v, path); ok {
+			out[name] = ep
+		}
+	})
+	return out
+}
+
+func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) (Endpoint, bool) {
+	before := d.Count()
+	ep := Endpoint{Name: name}
+	var baseURL, keyEnv, scenario *yaml11.Node
+	ok := d.Struct(n, path, []yaml11.Field{
+		{Name: "api", Required: true, Decode: func(n *yaml11.Node, path string) {
+			s, ok := d.String(n, path)
+			switch API(s) {
+			case OpenAI, Anthropic, Mock:
+				ep.API = API(s)
+			default:
+				if ok {
+					d.Errorf(n, path, "must be openai, anthropic or mock; found %q", s)
+				}
+			}
+		}},
+		{Name: "base_url", Decode: func(n *yaml11.Node, path string) {
+			baseURL = n
+			s, ok := d.String(n, path)
+			if !ok {
+				return
+			}
+			u, err := url.Parse(s)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				d.Errorf(n, path, "must be an http:// or https:// URL such as https://api.openai.com/v1; found %q", s)
+				return
+			}
+			if u.User != nil {
+				d.Errorf(n, path, "must not carry credentials; name the variable that holds the key with api_key_env")
+				return
+			}
+			ep.BaseURL = strings.TrimSuffix(s, "/")
+		}},
+		{Name: "api_key_env", Decode: func(n *yaml11.Node, path string) {
+			keyEnv = n
+			s, ok := d.String(n, path)
+			if !ok {
+				return
+			}
+			if !envName.MatchString(s) {
+				d.Errorf(n, path, "must name an environment variable (letters, digits, _), such as OPENAI_API_KEY; never put the key itself in a file")
+				return
+			}
+			ep.APIKeyEnv = s
+		}},
+		{Name: "model", Decode: func(n *yaml11.Node, path string) {
+			if s, ok := d.String(n, path); ok {
+				if s == "" {
+					d.Errorf(n, path, "must not be empty; leave it out to send the endpoint name")
+					return
+				}
+				ep.Model = s
+			}
+		}},
+		{Name: "scenario", Decode: func(n *yaml11.Node, path string) {
+			scenario = n
+			ep.Scenario, _ = d.String(n, path)
+		}},
+	}, map[string]string{
+		"api_key": "troupe never reads a key from a file; put it in an environment variable and name that with api_key_env",
+		"key":     "troupe never reads a key from a file; put it in an environment variable and name that with api_key_env",
+	})
+	if !ok {
+		return ep, false
+	}
+	switch ep.API {
+	case OpenAI, Anthropic:
+		if baseURL == nil {
+			d.Errorf(n, path, "an %s endpoint needs base_url", ep.API)
+		}
+		if scenario != nil {
+			d.Errorf(scenario, yaml11.Key(path, "scenario"), "only mock endpoints play scenarios")
+		}
+	case Mock:
+		if baseURL != nil {
+			d.Errorf(baseURL, yaml11.Key(path, "base_url"), "a mock endpoint calls no upstream; remove base_url")
+		}
+		if keyEnv != nil {
+			d.Errorf(keyEnv, yaml11.Key(path, "api_key_env"), "a mock endpoint needs no key; remove api_key_env")
+		}
+		if ep.Scenario == "" {
+			ep.Scenario = strings.TrimPrefix(name, MockPrefix)
+		}
+	}
+	if ep.Model == "" {
+		ep.Model = name
+	}
+	return ep, d.Count() == before
+}
+
+// String describes an endpoint for logs and messages; it never holds a key.
+func (e Endpoint) String() string {
+	switch e.API {
+	case Mock:
+		return fmt.Sprintf("%s (mock, scenario %s)", e.Name, e.Scenario)
+	case "":
+		return e.Name
+	}
+	key := "no key"
+	if e.APIKeyEnv != "" {
+		key = "key from $" + e.APIKeyEnv
+	}
+	return fmt.Sprintf("%s (%s at %s, model %s, %s)", e.Name, e.API, e.BaseURL, e.Model, key)
+}

@@ -47,6 +47,7 @@ See docs/config.md.`,
 		newHashCmd(a),
 		newPinCmd(a),
 		newPersonasCmd(a),
+		newRelayCmd(a),
 		newVersionCmd(a),
 	)
 	wrapArgs(root)

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -54,10 +55,9 @@ func report(in io.Reader, out io.Writer) error {
 	if err := sc.Err(); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "| benchmark | variant | median ns/op | × baseline | B/op | allocs/op | runs |")
-	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| benchmark | variant | metric | median | baseline median | × baseline | runs |")
+	fmt.Fprintln(out, "|---|---|---|---:|---:|---:|---:|")
 	printed := 0
-	shown := map[string]bool{}
 	for _, name := range order {
 		parent, variant, ok := cut(name)
 		if !ok || variant == "baseline" {
@@ -68,18 +68,31 @@ func report(in io.Reader, out io.Writer) error {
 			continue
 		}
 		r := results[name]
-		ratio := median(r["ns/op"]) / median(base["ns/op"])
-		if !shown[parent] {
-			shown[parent] = true
-			fmt.Fprintf(out, "| %s | baseline | %.0f | 1.00 | %.0f | %.0f | %d |\n", parent, median(base["ns/op"]), median(base["B/op"]), median(base["allocs/op"]), len(base["ns/op"]))
+		for _, unit := range slices.Sorted(maps.Keys(r)) {
+			b, ok := base[unit]
+			if !ok || unit == "MB/s" {
+				continue
+			}
+			ratio := "–"
+			if m := median(b); m != 0 {
+				ratio = fmt.Sprintf("%.2f", median(r[unit])/m)
+			}
+			fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %d |\n", parent, variant, unit, format(median(r[unit])), format(median(b)), ratio, len(r[unit]))
+			printed++
 		}
-		fmt.Fprintf(out, "| %s | %s | %.0f | %.2f | %.0f | %.0f | %d |\n", parent, variant, median(r["ns/op"]), ratio, median(r["B/op"]), median(r["allocs/op"]), len(r["ns/op"]))
-		printed++
 	}
 	if printed == 0 {
 		return fmt.Errorf("no benchmark with a baseline sub-benchmark in the input")
 	}
 	return nil
+}
+
+// format prints a figure with sensible precision.
+func format(v float64) string {
+	if v >= 100 || v == float64(int64(v)) {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
 // cut splits "BenchmarkX/variant" at its last slash.

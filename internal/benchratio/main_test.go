@@ -22,8 +22,8 @@ PASS
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| BenchmarkX | baseline | 2000 | 1.00 | 10 | 1 | 3 |",
-		"| BenchmarkX | troupe | 5000 | 2.50 | 20 | 2 | 3 |",
+		"| BenchmarkX | troupe | ns/op | 5000 | 2000 | 2.50 | 3 |",
+		"| BenchmarkX | troupe | allocs/op | 2 | 1 | 2.00 | 3 |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())

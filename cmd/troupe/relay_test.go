@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/nbd-wtf/go-nostr/nip19"
+)
+
+func TestRelayCommand(t *testing.T) {
+	dir := isolate(t)
+	transcript := filepath.Join(dir, "transcript.jsonl")
+	lead := nostr.GeneratePrivateKey()
+	leadPK, _ := nostr.GetPublicKey(lead)
+	npub, _ := nip19.EncodePublicKey(leadPK)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"relay", "--addr", "127.0.0.1:0", "--channel", "dev", "--member", npub, "--transcript", transcript}, out, out)
+	}()
+	for !strings.Contains(out.String(), "channel dev open") {
+		select {
+		case code := <-done:
+			t.Fatalf("relay exited with %d: %s", code, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	url := regexp.MustCompile(`relay listening on (ws://\S+)`).FindStringSubmatch(out.String())[1]
+
+	// A member authenticates and posts; the transcript line appears on
+	// stdout. (A raw websocket client: go-nostr's client races with itself
+	// on disconnect, which -race reports; the relay package tests it.)
+	ws, _, err := websocket.Dial(t.Context(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	exchange := func(msg any, wantLabel string) []json.RawMessage {
+		t.Helper()
+		b, _ := json.Marshal(msg)
+		if err := ws.Write(t.Context(), websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			_, data, err := ws.Read(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var env []json.RawMessage
+			json.Unmarshal(data, &env)
+			if len(env) > 0 && string(env[0]) == `"`+wantLabel+`"` {
+				return env
+			}
+		}
+	}
+	var challenge string
+	json.Unmarshal(exchange([]any{"REQ", "s", map[string]any{"kinds": []int{9}, "#h": []string{"dev"}}}, "AUTH")[1], &challenge)
+	auth := nostr.Event{Kind: nostr.KindClientAuthentication, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"relay", url}, {"challenge", challenge}}}
+	auth.Sign(lead)
+	if ok := exchange([]any{"AUTH", auth}, "OK"); string(ok[2]) != "true" {
+		t.Fatalf("AUTH refused: %s", ok[3])
+	}
+	ev := nostr.Event{Kind: 9, CreatedAt: nostr.Now(), Content: "hello from the lead", Tags: nostr.Tags{{"h", "dev"}}}
+	ev.Sign(lead)
+	if ok := exchange([]any{"EVENT", ev}, "OK"); string(ok[2]) != "true" {
+		t.Fatalf("EVENT refused: %s", ok[3])
+	}
+
+	cancel() // as Ctrl+C does
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "stopping relay") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if data, err := os.ReadFile(transcript); err != nil || !strings.Contains(string(data), `"content":"hello from the lead"`) {
+		t.Errorf("transcript %q: %v", data, err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"relay", "--member", npub}, "--member needs --channel"},
+		{[]string{"relay", "--channel", "x"}, "--channel needs at least one --member"},
+		{[]string{"relay", "--channel", "x", "--member", "nope"}, "64 hex digits or an npub"},
+	} {
+		if code, _, errOut := troupe(t, tt.args...); code != exitUsage || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d %s", tt.args, code, errOut)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package relay
+
+// raceEnabled says the race detector is on; see client.
+const raceEnabled = false

@@ -1,6 +1,3 @@
-// Package llm is troupe's model side: where each endpoint name's calls go
-// (this file), and, as it grows, the metering gateway that holds the real
-// keys, prices calls and enforces budgets while a trial runs.
 package llm
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -79,7 +80,7 @@ func firstDiff(path string, want, got any) string {
 		for k := range g {
 			keys[k] = true
 		}
-		for _, k := range slices.Sorted(mapsKeys(keys)) {
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
 			wv, wok := w[k]
 			gv, gok := g[k]
 			switch {
@@ -112,16 +113,6 @@ func firstDiff(path string, want, got any) string {
 		}
 	}
 	return ""
-}
-
-func mapsKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func TestFormatPyFloat(t *testing.T) {

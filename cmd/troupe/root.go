@@ -48,6 +48,7 @@ See docs/config.md.`,
 		newPinCmd(a),
 		newPersonasCmd(a),
 		newRelayCmd(a),
+		newGatewayCmd(a),
 		newVersionCmd(a),
 	)
 	wrapArgs(root)

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+func TestGatewayCommand(t *testing.T) {
+	dir := isolate(t)
+	write(t, filepath.Join(dir, "troupe.yaml"), "endpoints:\n  local: {api: openai, base_url: 'http://127.0.0.1:9/v1'}\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"gateway", "--addr", "127.0.0.1:0"}, out, out) }()
+	token := regexp.MustCompile(`mock/hello-solo\s+solo-1\s+(tg-[0-9a-f]+)`)
+	for !token.MatchString(out.String()) {
+		select {
+		case code := <-done:
+			t.Fatalf("gateway exited with %d: %s", code, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !regexp.MustCompile(`local\s+dev-local\s+tg-`).MatchString(out.String()) {
+		t.Errorf("no token for the configured endpoint:\n%s", out.String())
+	}
+	url := regexp.MustCompile(`gateway listening on (http://\S+)`).FindStringSubmatch(out.String())[1]
+	client := openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey(token.FindStringSubmatch(out.String())[1]), option.WithMaxRetries(0))
+	resp, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+		Model:    "anything",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Create /app/hello.txt containing Hello, world!")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if call := resp.Choices[0].Message.ToolCalls; len(call) != 1 || call[0].Function.Name != "shell" || !strings.Contains(call[0].Function.Arguments, "hello.txt") {
+		t.Errorf("hello-solo's first step: %+v", resp.Choices[0].Message)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	var rec struct {
+		Agent    string `json:"agent"`
+		Endpoint string `json:"endpoint"`
+		Status   int    `json:"status"`
+	}
+	for line := range strings.Lines(out.String()) {
+		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &rec) == nil {
+			break
+		}
+	}
+	if rec.Agent != "solo-1" || rec.Endpoint != "mock/hello-solo" || rec.Status != 200 {
+		t.Errorf("no call record on stdout:\n%s", out.String())
+	}
+}

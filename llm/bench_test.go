@@ -1,0 +1,130 @@
+package llm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupebench/troupe/manifest"
+)
+
+// benchUpstream answers chat completions instantly: a small JSON answer, or
+// a stream of ten events.
+func benchUpstream(b *testing.B) *httptest.Server {
+	answer := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":0}}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if !strings.Contains(r.Header.Get("Accept"), "event-stream") {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, answer)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 10 {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%d\"}}]}\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":10}}\n\ndata: [DONE]\n\n")
+	}))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+// benchTargets returns, for each variant, the URL and token of a chat
+// completions endpoint: the upstream itself, or the gateway in front of it.
+func benchTargets(b *testing.B) map[string][2]string {
+	up := benchUpstream(b)
+	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: up.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
+	g.Getenv = func(string) string { return "sk-bench" }
+	if err := g.Open(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Close(context.Background()) })
+	trial, err := g.OpenTrial(TrialSpec{ID: "t", Agents: []AgentSpec{{ID: "a-1", Endpoint: "oa", Log: io.Discard}}, Prices: map[string]manifest.Price{"oa": testPrice}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return map[string][2]string{
+		"baseline": {up.URL + "/v1/chat/completions", "sk-bench"},
+		"gateway":  {g.URL() + "/v1/chat/completions", trial.Token("a-1")},
+	}
+}
+
+func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "calls/s")
+}
+
+// BenchmarkGatewayCall: one non-streamed call at a time, directly to a local
+// upstream (baseline) or through the gateway (which parses, rewrites,
+// forwards, meters and records it).
+func BenchmarkGatewayCall(b *testing.B) {
+	targets := benchTargets(b)
+	body := `{"model":"x","messages":[{"role":"user","content":"hello there, a short prompt"}]}`
+	for _, name := range []string{"baseline", "gateway"} {
+		b.Run(name, func(b *testing.B) {
+			url, key := targets[name][0], targets[name][1]
+			client := &http.Client{}
+			lat := make([]time.Duration, 0, b.N)
+			start := time.Now()
+			for b.Loop() {
+				t0 := time.Now()
+				req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			reportLatencies(b, lat, time.Since(start))
+		})
+	}
+}
+
+// BenchmarkGatewayStreamFirstChunk: time from sending a streamed call to
+// reading its first event, directly or through the gateway.
+func BenchmarkGatewayStreamFirstChunk(b *testing.B) {
+	targets := benchTargets(b)
+	body := `{"model":"x","stream":true,"messages":[{"role":"user","content":"stream please"}]}`
+	for _, name := range []string{"baseline", "gateway"} {
+		b.Run(name, func(b *testing.B) {
+			url, key := targets[name][0], targets[name][1]
+			client := &http.Client{}
+			lat := make([]time.Duration, 0, b.N)
+			start := time.Now()
+			for b.Loop() {
+				t0 := time.Now()
+				req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Accept", "text/event-stream")
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				br := bufio.NewReader(resp.Body)
+				if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+					b.Fatalf("first line %q: %v", line, err)
+				}
+				lat = append(lat, time.Since(t0))
+				io.Copy(io.Discard, br)
+				resp.Body.Close()
+			}
+			reportLatencies(b, lat, time.Since(start))
+		})
+	}
+}

@@ -1,0 +1,21 @@
+// Package llm is troupe's model side: the metering gateway agents call
+// instead of a model provider, and the scripted mock models that make trials
+// run offline.
+//
+// Agents never hold a real API key. A Trial mints one token per agent, bound
+// to the agent, its endpoint, its budget and the trial's; the Gateway takes
+// the token on /v1/chat/completions (OpenAI) or /v1/messages (Anthropic),
+// replaces the model with the endpoint's, forwards with the real key read
+// from the host's environment, and meters the call from the upstream's own
+// usage fields as the response streams through. Every call is priced with the
+// manifest's prices and appended as a Record to the agent's log; budgets are
+// checked before each call and after it, and an exhaustion is reported to the
+// trial on a channel.
+//
+// The forwarding is httputil.ReverseProxy: Rewrite swaps model and key,
+// ModifyResponse wraps the body in a meter that re-frames server-sent events
+// one event per Read (so each is flushed on its own) and reads usage on the
+// fly. Endpoints with api: mock are served by an in-process RoundTripper that
+// plays a Scenario; Faults inject statuses, delays, cut streams and hangs in
+// front of any endpoint.
+package llm

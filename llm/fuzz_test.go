@@ -1,0 +1,86 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/troupebench/troupe/internal/yaml11"
+	"github.com/troupebench/troupe/manifest"
+)
+
+func FuzzLoadScenario(f *testing.F) {
+	f.Add([]byte(testScenario))
+	f.Add([]byte("scripts: {a: [{reply: x, chunks: 2, error: {status: 503}}]}"))
+	f.Add([]byte("scripts: {a: [{tool_calls: [{name: t, arguments: {x: [1, '{{.Channel}}', {y: ~}]}}]}]}"))
+	f.Add([]byte("scripts: {'*': [{reply: '{{ .Nope }}'}]}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := LoadScenario("fuzz.yaml", data)
+		if err == nil {
+			return
+		}
+		if e, ok := errors.AsType[*yaml11.Error](err); ok && e.Line > 0 {
+			return
+		}
+		if list, ok := errors.AsType[yaml11.Errors](err); ok && len(list) > 0 {
+			for _, e := range list {
+				if e.Line < 1 {
+					t.Fatalf("unlocated error: %v", e)
+				}
+			}
+			return
+		}
+		t.Fatalf("error is not located: %#v", err)
+	})
+}
+
+// FuzzGatewayRequest sends arbitrary bodies to both routes of a gateway in
+// front of a mock: it must answer every one with a JSON body, never panic.
+func FuzzGatewayRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"x","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"x","stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"x"}]}]}],"max_tokens":5}`,
+		`{"stream":true,"stream_options":{"include_usage":false},"messages":[]}`,
+		`[]`, `{`, `{"model":1,"messages":"x"}`,
+	} {
+		f.Add([]byte(seed), true)
+		f.Add([]byte(seed), false)
+	}
+	g := New(Endpoints{})
+	g.Scenarios = fstest.MapFS{"any.yaml": {Data: []byte("scripts:\n  '*':\n" + strings.Repeat("    - reply: ok\n      chunks: 2\n", 50))}}
+	if err := g.Open(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { g.Close(context.Background()) })
+	trial, err := g.OpenTrial(TrialSpec{ID: "t", Agents: []AgentSpec{{ID: "a-1", Endpoint: "mock/any"}}, Prices: map[string]manifest.Price{"mock/any": {}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	token := trial.Token("a-1")
+	f.Fuzz(func(t *testing.T, body []byte, anthropicRoute bool) {
+		path := "/v1/chat/completions"
+		if anthropicRoute {
+			path = "/v1/messages"
+		}
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(string(body)))
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, req)
+		out := rec.Body.Bytes()
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
+			if !strings.Contains(string(out), "data: ") {
+				t.Fatalf("an empty stream for %q", body)
+			}
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("status %d, body not JSON: %q (request %q)", rec.Code, out, body)
+		}
+	})
+}

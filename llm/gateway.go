@@ -1,0 +1,579 @@
+package llm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ContainerURL is where agents inside a trial container reach the gateway,
+// through the tunnel: the base URL an OpenAI or Anthropic SDK is given.
+const ContainerURL = "http://127.0.0.1:3601"
+
+// Gateway is the metering gateway. Create it with New, adjust its fields,
+// then Open it; Close stops it and waits for what it started.
+type Gateway struct {
+	// Addr is the TCP address to listen on; port 0 picks a free port.
+	Addr      string
+	Endpoints Endpoints
+	// Getenv reads the host environment for api_key_env (os.Getenv).
+	Getenv func(string) string
+	// Scenarios holds the built-in mock scenarios as <name>.yaml.
+	Scenarios fs.FS
+	// ScenarioDir is where a scenario given as a relative file path is read.
+	ScenarioDir string
+	// Transport reaches real upstreams (a clone of http.DefaultTransport).
+	Transport http.RoundTripper
+	// MaxRequestBytes bounds a request body.
+	MaxRequestBytes int64
+	Logger          *slog.Logger
+	Now             func() time.Time
+
+	keys  map[string]string // endpoint name -> real key; never logged
+	proxy *httputil.ReverseProxy
+	mock  *mockTransport
+
+	ln       net.Listener
+	srv      *http.Server
+	url      string
+	wg       sync.WaitGroup
+	serveErr error
+
+	mu        sync.Mutex
+	open      bool
+	closed    bool
+	grants    map[string]*agentState // token -> grant
+	faults    []*faultState
+	scenarios map[string]*Scenario
+}
+
+// New returns a gateway for the given endpoints, listening on a free
+// loopback port once opened.
+func New(endpoints Endpoints) *Gateway {
+	return &Gateway{
+		Addr:            "127.0.0.1:0",
+		Endpoints:       endpoints,
+		Getenv:          os.Getenv,
+		MaxRequestBytes: 64 << 20,
+	}
+}
+
+// Open reads every configured endpoint's key from the environment (a
+// missing variable is an error naming it), then listens and serves.
+func (g *Gateway) Open(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open || g.closed {
+		return errors.New("llm: Open called twice")
+	}
+	if g.Logger == nil {
+		g.Logger = slog.New(slog.DiscardHandler)
+	}
+	if g.Now == nil {
+		g.Now = time.Now
+	}
+	if g.Getenv == nil {
+		g.Getenv = os.Getenv
+	}
+	if g.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = 15 * time.Minute
+		g.Transport = t
+	}
+	g.keys = map[string]string{}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(g.Endpoints)) {
+		ep := g.Endpoints[name]
+		if ep.APIKeyEnv == "" {
+			continue
+		}
+		key := g.Getenv(ep.APIKeyEnv)
+		if key == "" {
+			errs = append(errs, fmt.Errorf("endpoint %s: environment variable %s is not set; export it on the host that runs troupe", name, ep.APIKeyEnv))
+			continue
+		}
+		g.keys[name] = key
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("llm: %w", err)
+	}
+	g.grants = map[string]*agentState{}
+	g.scenarios = map[string]*Scenario{}
+	g.mock = &mockTransport{now: g.Now}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		Transport:      roundTripper(g.route),
+		ModifyResponse: g.meterResponse,
+		ErrorHandler:   g.proxyError,
+		BufferPool:     copyBuffers,
+		ErrorLog:       slog.NewLogLogger(g.Logger.Handler(), slog.LevelDebug),
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", g.Addr)
+	if err != nil {
+		return fmt.Errorf("llm: listen on %s: %w", g.Addr, err)
+	}
+	g.ln, g.url = ln, "http://"+ln.Addr().String()
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second}
+	g.open = true
+	g.wg.Go(func() {
+		if err := g.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			g.mu.Lock()
+			g.serveErr = err
+			g.mu.Unlock()
+		}
+	})
+	return nil
+}
+
+// URL is the gateway's base URL on the host (http://host:port).
+func (g *Gateway) URL() string { return g.url }
+
+// Close stops accepting calls, lets calls in flight finish within ctx, and
+// waits for the server.
+func (g *Gateway) Close(ctx context.Context) error {
+	g.mu.Lock()
+	if !g.open || g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	g.mu.Unlock()
+	var errs []error
+	if err := g.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("llm: shut down: %w", err))
+		g.srv.Close()
+	}
+	g.wg.Wait()
+	if g.serveErr != nil {
+		errs = append(errs, fmt.Errorf("llm: serve: %w", g.serveErr))
+	}
+	return errors.Join(errs...)
+}
+
+func (g *Gateway) endpoint(name string) (Endpoint, bool) { return g.Endpoints.Lookup(name) }
+
+// call is one request in flight, carried through the proxy in its context.
+type call struct {
+	st         *agentState
+	api        API
+	stream     bool
+	start      time.Time
+	firstByte  time.Time
+	status     int
+	retryAfter string
+	usage      Usage
+	usageSeen  bool
+	complete   bool
+	errClass   string
+	errMsg     string
+	fault      string
+	cutAfter   int
+	settled    bool
+}
+
+type callKey struct{}
+
+func callOf(r *http.Request) *call { return r.Context().Value(callKey{}).(*call) }
+
+// ServeHTTP answers /v1/chat/completions, /v1/messages and /v1/models.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var api API
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
+		api = OpenAI
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
+		api = Anthropic
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
+		g.serveModels(w, r)
+		return
+	default:
+		writeError(w, OpenAI, http.StatusNotFound, "not_found", "troupe's gateway serves POST /v1/chat/completions, POST /v1/messages and GET /v1/models")
+		return
+	}
+	st := g.grant(r)
+	if st == nil || !st.trial.enter() {
+		writeError(w, api, http.StatusUnauthorized, "authentication_error", "unknown or revoked troupe gateway token; use the token troupe gave this agent")
+		return
+	}
+	defer st.trial.leave() // after finish: deferred calls run last first
+	ep := st.endpoint
+	if ep.API != Mock && ep.API != api {
+		path := map[API]string{OpenAI: "/v1/chat/completions", Anthropic: "/v1/messages"}[ep.API]
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("endpoint %s speaks the %s API; call %s", ep.Name, ep.API, path))
+		return
+	}
+	c := &call{st: st, api: api, start: g.Now()}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxRequestBytes))
+	if err != nil {
+		writeError(w, api, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("request body: %v", err))
+		return
+	}
+	body, c.stream, err = rewriteBody(api, body, ep.Model)
+	if err != nil {
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	defer g.finish(c)
+	if refusal := st.admit(); refusal != nil {
+		c.status, c.errClass, c.errMsg = http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error()
+		writeError(w, api, http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error())
+		return
+	}
+	if f := g.takeFault(st); f != nil {
+		c.fault = f.String()
+		if !f.apply(w, r, c) {
+			return
+		}
+	}
+	out := r.Clone(context.WithValue(r.Context(), callKey{}, c))
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	g.proxy.ServeHTTP(w, out)
+}
+
+// rewriteBody replaces the model with the endpoint's, so an agent cannot
+// choose another, and asks OpenAI streams to report usage.
+func rewriteBody(api API, body []byte, model string) ([]byte, bool, error) {
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, false, fmt.Errorf("request body is not a JSON object: %v", err)
+	}
+	req["model"], _ = json.Marshal(model)
+	stream := bytes.Equal(bytes.TrimSpace(req["stream"]), []byte("true"))
+	if stream && api == OpenAI {
+		opts := map[string]json.RawMessage{}
+		if raw, ok := req["stream_options"]; ok {
+			json.Unmarshal(raw, &opts)
+		}
+		opts["include_usage"] = json.RawMessage("true")
+		req["stream_options"], _ = json.Marshal(opts)
+	}
+	out, err := json.Marshal(req)
+	return out, stream, err
+}
+
+// grant finds the agent a request's token belongs to. The OpenAI SDK sends
+// "Authorization: Bearer"; the Anthropic SDK sends "x-api-key".
+func (g *Gateway) grant(r *http.Request) *agentState {
+	token := r.Header.Get("x-api-key")
+	if auth := r.Header.Get("Authorization"); token == "" && strings.HasPrefix(auth, "Bearer ") {
+		token = strings.TrimPrefix(auth, "Bearer ")
+	}
+	if token == "" {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.grants[token]
+}
+
+// serveModels lists the one model the agent may use, in the shape of the
+// API its client speaks.
+func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
+	api := OpenAI
+	if r.Header.Get("anthropic-version") != "" {
+		api = Anthropic
+	}
+	st := g.grant(r)
+	if st == nil {
+		writeError(w, api, http.StatusUnauthorized, "authentication_error", "unknown or revoked troupe gateway token")
+		return
+	}
+	name := st.spec.Endpoint
+	var body any = map[string]any{"object": "list", "data": []any{map[string]any{"id": name, "object": "model", "created": 0, "owned_by": "troupe"}}}
+	if api == Anthropic {
+		body = map[string]any{"data": []any{map[string]any{"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}}, "has_more": false, "first_id": name, "last_id": name}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(body)
+}
+
+// rewrite points the outgoing request at the endpoint's upstream with the
+// real key, and strips what must not travel: the agent's token, cookies,
+// forwarding headers.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	c := callOf(pr.In)
+	ep := c.st.endpoint
+	h := pr.Out.Header
+	for _, k := range []string{"Authorization", "X-Api-Key", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+		h.Del(k)
+	}
+	base := ep.BaseURL
+	if ep.API == Mock {
+		base = "http://mock.invalid"
+	}
+	path := "/chat/completions"
+	if c.api == Anthropic {
+		path = "/v1/messages"
+		if h.Get("anthropic-version") == "" {
+			h.Set("anthropic-version", "2023-06-01")
+		}
+	}
+	if ep.API == Mock && c.api == OpenAI {
+		path = "/v1/chat/completions"
+	}
+	u, _ := url.Parse(base + path)
+	pr.Out.URL, pr.Out.Host = u, ""
+	if key, ok := g.keys[ep.Name]; ok {
+		if c.api == Anthropic {
+			h.Set("X-Api-Key", key)
+		} else {
+			h.Set("Authorization", "Bearer "+key)
+		}
+	}
+}
+
+// roundTripper adapts a function to http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// route sends mock endpoints' calls to the in-process mock, others upstream.
+func (g *Gateway) route(r *http.Request) (*http.Response, error) {
+	c := callOf(r)
+	if c.st.endpoint.API == Mock {
+		return g.mock.RoundTrip(r)
+	}
+	return g.Transport.RoundTrip(r)
+}
+
+// meterResponse notes status and Retry-After and wraps the body so usage is
+// read as it streams through.
+func (g *Gateway) meterResponse(resp *http.Response) error {
+	c := callOf(resp.Request)
+	c.firstByte = g.Now() // the response's first bytes, its headers, are here
+	c.status = resp.StatusCode
+	c.retryAfter = resp.Header.Get("Retry-After")
+	c.errClass = classifyStatus(resp.StatusCode)
+	resp.Header.Del("Set-Cookie")
+	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(resp.Body)
+	resp.Body = &meter{body: resp.Body, br: br, c: c, sse: sse, settle: func() { g.finish(c) }}
+	return nil
+}
+
+// proxyError answers a call whose upstream could not be reached or failed
+// before answering, in the API's error shape.
+func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	c := callOf(r)
+	c.errMsg = err.Error()
+	status, typ := http.StatusBadGateway, "api_error"
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		c.errClass, status, typ = ClassTimeout, http.StatusGatewayTimeout, "timeout_error"
+	case r.Context().Err() != nil:
+		c.errClass = ClassDisconnect // the agent went away
+	default:
+		c.errClass = ClassDisconnect
+	}
+	c.status = status
+	if r.Context().Err() == nil {
+		writeError(w, c.api, status, typ, fmt.Sprintf("upstream of endpoint %s: %v", c.st.endpoint.Name, err))
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// finish prices the call, writes its record and settles the budgets, once.
+// The meter calls it as the response completes; ServeHTTP's deferred call
+// covers every other ending, even the proxy aborting a cut stream by
+// panicking.
+func (g *Gateway) finish(c *call) {
+	if c.settled {
+		return
+	}
+	c.settled = true
+	end := g.Now()
+	st := c.st
+	r := Record{
+		Time: c.start.UTC(), Trial: st.trial.spec.ID, Agent: st.spec.ID, Endpoint: st.endpoint.Name,
+		Model: st.endpoint.Model, API: c.api, Stream: c.stream, Status: c.status,
+		LatencyMS: ms(end.Sub(c.start)), ErrorClass: c.errClass, Error: c.errMsg, RetryAfter: c.retryAfter, Fault: c.fault,
+	}
+	if !c.firstByte.IsZero() {
+		r.TTFBMS = ms(c.firstByte.Sub(c.start))
+	}
+	if c.status < 400 && c.errClass == "" && !c.complete {
+		r.ErrorClass, r.Error = ClassDisconnect, "the response ended before it was complete"
+	}
+	if c.usageSeen {
+		cost, cached, source := Cost(c.usage, st.price)
+		r.InputTokens, r.CachedTokens, r.OutputTokens, r.CostUSD, r.CachedSource = c.usage.Input, cached, c.usage.Output, cost, source
+	}
+	if r.ErrorClass == ClassBudgetExhausted {
+		r.Status = http.StatusTooManyRequests
+	}
+	st.settle(r)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// errStreamCut ends a stream cut by a fault.
+var errStreamCut = errors.New("stream cut by an injected fault")
+
+// meter passes a response body through while reading its usage, and
+// settles the call before the client can see that the response is
+// complete, so a spent budget is known before the agent's next call. A
+// server-sent event stream is re-framed so that each Read returns exactly one
+// event, which the proxy then writes and flushes on its own; a plain body is
+// read whole first (it is small), priced, then served.
+type meter struct {
+	body    io.ReadCloser
+	br      *bufio.Reader
+	c       *call
+	sse     bool
+	settle  func()
+	pending []byte
+	events  int
+	read    bool // a plain body has been read whole (or up to maxCapture)
+	rest    bool // a plain body larger than maxCapture: the rest passes through
+}
+
+const maxCapture = 16 << 20
+
+func (m *meter) Read(p []byte) (int, error) {
+	if !m.sse {
+		return m.readPlain(p)
+	}
+	if len(m.pending) == 0 {
+		if m.c.cutAfter > 0 && m.events >= m.c.cutAfter {
+			m.c.errClass, m.c.errMsg = ClassDisconnect, errStreamCut.Error()
+			return 0, errStreamCut
+		}
+		event, err := m.readEvent()
+		if len(event) == 0 {
+			return 0, err
+		}
+		m.events++
+		done, errMsg := inspectEvent(m.c.api, event, &m.c.usage)
+		m.c.usageSeen = true
+		if errMsg != "" {
+			m.c.errMsg = errMsg
+			if m.c.errClass == "" {
+				m.c.errClass = classifyStreamError(errMsg)
+			}
+		}
+		if done && !m.c.complete {
+			m.c.complete = true
+			m.settle()
+		}
+		m.pending = event
+	}
+	n := copy(p, m.pending)
+	m.pending = m.pending[n:]
+	return n, nil
+}
+
+func (m *meter) readPlain(p []byte) (int, error) {
+	if !m.read {
+		m.read = true
+		data, err := io.ReadAll(io.LimitReader(m.br, maxCapture+1))
+		if err != nil {
+			m.c.errClass, m.c.errMsg = ClassDisconnect, err.Error()
+			return 0, err
+		}
+		if len(data) <= maxCapture {
+			if u, ok := responseUsage(m.c.api, data); ok {
+				m.c.usage, m.c.usageSeen = u, true
+			}
+			m.c.complete = true
+			m.settle()
+		} else {
+			m.rest = true
+		}
+		m.pending = data
+	}
+	if len(m.pending) > 0 {
+		n := copy(p, m.pending)
+		m.pending = m.pending[n:]
+		return n, nil
+	}
+	if !m.rest {
+		return 0, io.EOF
+	}
+	n, err := m.br.Read(p)
+	if err == io.EOF {
+		m.c.complete = true
+	}
+	return n, err
+}
+
+// readEvent reads lines up to and including the blank line that ends an
+// event.
+func (m *meter) readEvent() ([]byte, error) {
+	var ev []byte
+	for {
+		line, err := m.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			ev = append(ev, line...)
+			continue
+		}
+		ev = append(ev, line...)
+		if err != nil {
+			return ev, err
+		}
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			return ev, nil
+		}
+	}
+}
+
+func (m *meter) Close() error {
+	if m.br != nil {
+		m.br.Reset(nil)
+		readers.Put(m.br)
+		m.br = nil
+	}
+	return m.body.Close()
+}
+
+// Buffers are reused across calls: two 32 KiB buffers per response would
+// otherwise be most of the gateway's garbage.
+var (
+	readers     = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+	copyBuffers = &bufferPool{}
+)
+
+// bufferPool is httputil.BufferPool over a sync.Pool.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v := b.p.Get(); v != nil {
+		return *v.(*[]byte)
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
+// classifyStreamError maps an error event inside a stream to a class.
+func classifyStreamError(msg string) string {
+	switch {
+	case strings.Contains(msg, "overloaded"):
+		return ClassOverloaded
+	case strings.Contains(msg, "rate_limit"):
+		return ClassRateLimit
+	}
+	return ClassUpstream5xx
+}

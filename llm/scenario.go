@@ -1,0 +1,448 @@
+package llm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"text/template"
+	"time"
+
+	"github.com/troupebench/troupe/internal/yaml11"
+)
+
+// Scenario scripts what mock models answer: for each agent (by agent id,
+// class id, role, or "*"), a list of steps, one consumed per call. It is
+// read from YAML (docs/mock-scenarios.md).
+type Scenario struct {
+	Name        string
+	Description string
+	scripts     map[string][]Step
+}
+
+// Scripts lists the scenario's script keys, sorted, the wildcard last.
+func (sc *Scenario) Scripts() []string {
+	keys := slices.Sorted(maps.Keys(sc.scripts))
+	if i := slices.Index(keys, "*"); i >= 0 {
+		keys = append(slices.Delete(keys, i, i+1), "*")
+	}
+	return keys
+}
+
+// Step is one scripted answer.
+type Step struct {
+	Name string
+	// Match, when set, must hold for the request's last message, or the
+	// mock answers with an error naming the step (never something plausible).
+	Match     *Match
+	Reply     *template.Template
+	ToolCalls []ToolCall
+	// Usage overrides the estimated token counts.
+	Usage *StepUsage
+	// Delay holds the answer; ChunkDelay separates streamed chunks.
+	Delay, ChunkDelay time.Duration
+	// Chunks is how many pieces a streamed text is split into.
+	Chunks int
+	// Error answers with an HTTP error Times times before the script goes on.
+	Error *StepError
+	// CutAfterChunks ends a streamed answer early; Hang never answers.
+	CutAfterChunks int
+	Hang           bool
+
+	line int
+}
+
+// Match tests the last message of a request.
+type Match struct {
+	Contains string
+	// Role is user, assistant, tool or system; empty matches any.
+	Role string
+}
+
+// ToolCall is a scripted tool call; string values in Arguments are templates.
+type ToolCall struct {
+	Name      string
+	Arguments any
+}
+
+// StepUsage is a step's token counts; Cached nil means "not reported".
+type StepUsage struct {
+	Input, Output int64
+	Cached        *int64
+}
+
+// StepError is a scripted HTTP error.
+type StepError struct {
+	Status     int
+	RetryAfter time.Duration
+	Message    string
+	Times      int
+}
+
+// LoadScenario reads a scenario file.
+func LoadScenario(name string, data []byte) (*Scenario, error) {
+	root, err := yaml11.Parse(name, data)
+	if err != nil {
+		return nil, err
+	}
+	d := &yaml11.Decoder{File: name}
+	sc := &Scenario{Name: strings.TrimSuffix(filepath.Base(name), filepath.Ext(name)), scripts: map[string][]Step{}}
+	d.Struct(root, "", []yaml11.Field{
+		{Name: "description", Decode: func(n *yaml11.Node, p string) { sc.Description, _ = d.String(n, p) }},
+		{Name: "scripts", Required: true, Decode: func(n *yaml11.Node, p string) {
+			d.Map(n, p, func(key string, _, v *yaml11.Node, p string) {
+				var steps []Step
+				d.Seq(v, p, func(item *yaml11.Node, p string) {
+					steps = append(steps, parseStep(d, item, p))
+				})
+				if v.Kind == yaml11.Seq && len(v.Items) == 0 {
+					d.Errorf(v, p, "a script needs at least one step")
+				}
+				sc.scripts[key] = steps
+			})
+		}},
+	}, nil)
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+func parseTemplate(d *yaml11.Decoder, n *yaml11.Node, path, text string) *template.Template {
+	t, err := template.New(path).Option("missingkey=error").Parse(text)
+	if err != nil {
+		d.Errorf(n, path, "template: %v", err)
+		return nil
+	}
+	return t
+}
+
+func parseStep(d *yaml11.Decoder, n *yaml11.Node, path string) Step {
+	st := Step{line: n.Line}
+	ms := func(n *yaml11.Node, p string) time.Duration {
+		v, ok := d.Int(n, p)
+		if ok && v < 0 {
+			d.Errorf(n, p, "must not be negative")
+		}
+		return time.Duration(v) * time.Millisecond
+	}
+	d.Struct(n, path, []yaml11.Field{
+		{Name: "name", Decode: func(n *yaml11.Node, p string) { st.Name, _ = d.String(n, p) }},
+		{Name: "match", Decode: func(n *yaml11.Node, p string) {
+			m := &Match{}
+			d.Struct(n, p, []yaml11.Field{
+				{Name: "contains", Decode: func(n *yaml11.Node, p string) { m.Contains, _ = d.String(n, p) }},
+				{Name: "role", Decode: func(n *yaml11.Node, p string) {
+					m.Role, _ = d.String(n, p)
+					switch m.Role {
+					case "user", "assistant", "tool", "system":
+					default:
+						d.Errorf(n, p, "must be user, assistant, tool or system")
+					}
+				}},
+			}, nil)
+			st.Match = m
+		}},
+		{Name: "reply", Decode: func(n *yaml11.Node, p string) {
+			if s, ok := d.String(n, p); ok {
+				st.Reply = parseTemplate(d, n, p, s)
+			}
+		}},
+		{Name: "tool_calls", Decode: func(n *yaml11.Node, p string) {
+			d.Seq(n, p, func(item *yaml11.Node, p string) {
+				var tc ToolCall
+				d.Struct(item, p, []yaml11.Field{
+					{Name: "name", Required: true, Decode: func(n *yaml11.Node, p string) { tc.Name, _ = d.String(n, p) }},
+					{Name: "arguments", Decode: func(n *yaml11.Node, p string) { tc.Arguments = parseArguments(d, n, p) }},
+				}, nil)
+				st.ToolCalls = append(st.ToolCalls, tc)
+			})
+		}},
+		{Name: "usage", Decode: func(n *yaml11.Node, p string) {
+			u := &StepUsage{}
+			d.Struct(n, p, []yaml11.Field{
+				{Name: "input_tokens", Decode: func(n *yaml11.Node, p string) { u.Input, _ = d.Int(n, p) }},
+				{Name: "output_tokens", Decode: func(n *yaml11.Node, p string) { u.Output, _ = d.Int(n, p) }},
+				{Name: "cached_tokens", Decode: func(n *yaml11.Node, p string) {
+					if v, ok := d.Int(n, p); ok {
+						u.Cached = &v
+					}
+				}},
+			}, nil)
+			st.Usage = u
+		}},
+		{Name: "delay_ms", Decode: func(n *yaml11.Node, p string) { st.Delay = ms(n, p) }},
+		{Name: "chunk_delay_ms", Decode: func(n *yaml11.Node, p string) { st.ChunkDelay = ms(n, p) }},
+		{Name: "chunks", Decode: func(n *yaml11.Node, p string) {
+			v, _ := d.Int(n, p)
+			st.Chunks = int(v)
+		}},
+		{Name: "error", Decode: func(n *yaml11.Node, p string) {
+			e := &StepError{Times: 1}
+			d.Struct(n, p, []yaml11.Field{
+				{Name: "status", Required: true, Decode: func(n *yaml11.Node, p string) {
+					v, _ := d.Int(n, p)
+					if v < 400 || v > 599 {
+						d.Errorf(n, p, "must be an HTTP error status (400 to 599)")
+					}
+					e.Status = int(v)
+				}},
+				{Name: "retry_after_s", Decode: func(n *yaml11.Node, p string) {
+					v, _ := d.Int(n, p)
+					e.RetryAfter = time.Duration(v) * time.Second
+				}},
+				{Name: "message", Decode: func(n *yaml11.Node, p string) { e.Message, _ = d.String(n, p) }},
+				{Name: "times", Decode: func(n *yaml11.Node, p string) {
+					v, _ := d.Int(n, p)
+					if v < 1 {
+						d.Errorf(n, p, "must be at least 1")
+					}
+					e.Times = int(v)
+				}},
+			}, nil)
+			st.Error = e
+		}},
+		{Name: "cut_after_chunks", Decode: func(n *yaml11.Node, p string) {
+			v, _ := d.Int(n, p)
+			st.CutAfterChunks = int(v)
+		}},
+		{Name: "hang", Decode: func(n *yaml11.Node, p string) { st.Hang, _ = d.Bool(n, p) }},
+	}, nil)
+	if st.Reply == nil && len(st.ToolCalls) == 0 && st.Error == nil && !st.Hang && n.Kind == yaml11.Map {
+		d.Errorf(n, path, "a step needs a reply, tool_calls, an error or hang")
+	}
+	return st
+}
+
+// parseArguments keeps a tool call's arguments as plain values with every
+// string turned into a template.
+func parseArguments(d *yaml11.Decoder, n *yaml11.Node, path string) any {
+	switch n.Kind {
+	case yaml11.Map:
+		out := map[string]any{}
+		d.Map(n, path, func(key string, _, v *yaml11.Node, p string) { out[key] = parseArguments(d, v, p) })
+		return out
+	case yaml11.Seq:
+		out := make([]any, len(n.Items))
+		for i, item := range n.Items {
+			out[i] = parseArguments(d, item, yaml11.Index(path, i))
+		}
+		return out
+	case yaml11.String:
+		return parseTemplate(d, n, path, n.Text)
+	}
+	v, _ := d.Any(n, path)
+	return v
+}
+
+// scenario loads a scenario by name: a built-in one (Gateway.Scenarios) or,
+// for a name with a slash or a .yaml suffix, a file (relative to
+// Gateway.ScenarioDir). Loaded scenarios are kept.
+func (g *Gateway) scenario(name string) (*Scenario, error) {
+	g.mu.Lock()
+	sc, ok := g.scenarios[name]
+	g.mu.Unlock()
+	if ok {
+		return sc, nil
+	}
+	var data []byte
+	var err error
+	label := name
+	if strings.ContainsRune(name, '/') || strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") {
+		path := name
+		if !filepath.IsAbs(path) && g.ScenarioDir != "" {
+			path = filepath.Join(g.ScenarioDir, path)
+		}
+		label = path
+		data, err = os.ReadFile(path)
+	} else if g.Scenarios != nil {
+		label = name + ".yaml (built in)"
+		data, err = fs.ReadFile(g.Scenarios, name+".yaml")
+	} else {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("mock scenario %q not found; give a file path or one of the built-in scenarios", name)
+		}
+		return nil, fmt.Errorf("mock scenario %s: %w", label, err)
+	}
+	sc, err = LoadScenario(label, data)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.scenarios[name] = sc
+	g.mu.Unlock()
+	return sc, nil
+}
+
+// Teammate is a trial fact a scenario's templates may use.
+type Teammate struct {
+	ID, Role, Kind, Pubkey string
+}
+
+// Facts are what a scenario's templates see: {{.Channel}},
+// {{.Self.ID}}, {{(.Agent "worker-1").Pubkey}}, {{(.Role "implementer").ID}},
+// {{.Orchestrator.ID}}, {{.User.Pubkey}}.
+type Facts struct {
+	Trial, Channel string
+	Self           Teammate
+	User           Teammate
+	Orchestrator   Teammate
+	Team           []Teammate
+}
+
+// Agent returns the teammate with the given id.
+func (f Facts) Agent(id string) (Teammate, error) {
+	for _, t := range f.Team {
+		if t.ID == id {
+			return t, nil
+		}
+	}
+	return Teammate{}, fmt.Errorf("no agent %q in this trial", id)
+}
+
+// Role returns the first teammate with the given role (in trial order).
+func (f Facts) Role(role string) (Teammate, error) {
+	for _, t := range f.Team {
+		if t.Role == role {
+			return t, nil
+		}
+	}
+	return Teammate{}, fmt.Errorf("no agent with role %q in this trial", role)
+}
+
+var instanceSuffix = regexp.MustCompile(`-\d+$`)
+
+// scriptCursor walks one agent's script.
+type scriptCursor struct {
+	scenario *Scenario
+	key      string // the script chosen, "" when there is none
+	facts    Facts
+
+	mu        sync.Mutex
+	next      int
+	errorUsed int
+	calls     int
+}
+
+// cursor picks an agent's script: by agent id, class id, role, then "*".
+func (sc *Scenario) cursor(spec TrialSpec, a AgentSpec) *scriptCursor {
+	c := &scriptCursor{scenario: sc, facts: Facts{Trial: spec.ID, Channel: spec.Channel, User: Teammate{ID: "user", Role: "user", Kind: "user", Pubkey: spec.UserPubkey}}}
+	for _, t := range spec.Agents {
+		mate := Teammate{ID: t.ID, Role: t.Role, Kind: t.Kind, Pubkey: t.Pubkey}
+		c.facts.Team = append(c.facts.Team, mate)
+		if t.Kind == "orchestrator" {
+			c.facts.Orchestrator = mate
+		}
+		if t.ID == a.ID {
+			c.facts.Self = mate
+		}
+	}
+	for _, key := range []string{a.ID, instanceSuffix.ReplaceAllString(a.ID, ""), a.Role, "*"} {
+		if _, ok := sc.scripts[key]; ok && key != "" {
+			c.key = key
+			break
+		}
+	}
+	return c
+}
+
+// errScript is a loud mock failure: the script does not cover the call.
+type errScript struct {
+	code, msg string
+}
+
+func (e *errScript) Error() string { return e.code + ": " + e.msg }
+
+// take returns the step for this call, or why there is none.
+func (c *scriptCursor) take(lastRole, lastText string) (Step, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if c.key == "" {
+		return Step{}, &errScript{"mock_no_script", fmt.Sprintf("scenario %s has no script for agent %s (role %s); add one keyed by its id, class id, role or \"*\"", c.scenario.Name, c.facts.Self.ID, c.facts.Self.Role)}
+	}
+	steps := c.scenario.scripts[c.key]
+	if c.next >= len(steps) {
+		return Step{}, &errScript{"mock_script_exhausted", fmt.Sprintf("scenario %s, script %s: call %d of agent %s runs past the end of its %d steps", c.scenario.Name, c.key, c.calls, c.facts.Self.ID, len(steps))}
+	}
+	st := steps[c.next]
+	if m := st.Match; m != nil && ((m.Role != "" && m.Role != lastRole) || !strings.Contains(lastText, m.Contains)) {
+		return Step{}, &errScript{"mock_script_mismatch", fmt.Sprintf("scenario %s, script %s, step %d (line %d) expects the last message to be from %q and contain %q; agent %s's last message is from %q: %q",
+			c.scenario.Name, c.key, c.next+1, st.line, cmpOrAny(m.Role), m.Contains, c.facts.Self.ID, lastRole, shorten(lastText, 200))}
+	}
+	if st.Error != nil && c.errorUsed < st.Error.Times {
+		c.errorUsed++
+		if c.errorUsed == st.Error.Times && st.Reply == nil && len(st.ToolCalls) == 0 {
+			c.next, c.errorUsed = c.next+1, 0
+		}
+		return Step{Error: st.Error, line: st.line, Name: st.Name}, nil
+	}
+	c.next, c.errorUsed = c.next+1, 0
+	st.Error = nil // its errors were given; now its answer
+	return st, nil
+}
+
+func cmpOrAny(role string) string {
+	if role == "" {
+		return "anyone"
+	}
+	return role
+}
+
+func shorten(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// render executes a template against the facts.
+func (c *scriptCursor) render(t *template.Template) (string, error) {
+	if t == nil {
+		return "", nil
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, c.facts); err != nil {
+		return "", fmt.Errorf("scenario %s: %v", c.scenario.Name, err)
+	}
+	return b.String(), nil
+}
+
+// renderArgs renders every template in a tool call's arguments.
+func (c *scriptCursor) renderArgs(v any) (any, error) {
+	switch v := v.(type) {
+	case *template.Template:
+		return c.render(v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			r, err := c.renderArgs(x)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			r, err := c.renderArgs(x)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}

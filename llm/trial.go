@@ -1,0 +1,306 @@
+package llm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/troupebench/troupe/manifest"
+)
+
+// AgentSpec is one agent as the gateway sees it.
+type AgentSpec struct {
+	// ID is the agent's name (lead-1); Role, Kind and Pubkey are trial facts
+	// a mock scenario may use.
+	ID, Role, Kind, Pubkey string
+	Endpoint               string
+	Budget                 manifest.Budget
+	// Log receives the agent's call records as JSON lines; nil keeps none.
+	Log io.Writer
+}
+
+// TrialSpec is what the gateway needs to know about a trial.
+type TrialSpec struct {
+	ID string
+	// Channel and UserPubkey are trial facts for mock scenarios.
+	Channel, UserPubkey string
+	Agents              []AgentSpec
+	Prices              map[string]manifest.Price
+	// MaxCostUSD caps the whole trial; nil is no cap.
+	MaxCostUSD *float64
+}
+
+// Exhaustion reports a spent budget: an agent's (Agent set) or the trial's.
+type Exhaustion struct {
+	Agent  string
+	Budget string // max_calls, max_input_tokens, max_output_tokens or max_cost_usd
+	Spent  float64
+	Limit  float64
+}
+
+// BudgetExceededError is why a call was refused before it was forwarded.
+type BudgetExceededError struct {
+	Agent  string // "" for the trial's budget
+	Budget string
+	Spent  float64
+	Limit  float64
+}
+
+func (e *BudgetExceededError) Error() string {
+	whose := "the trial's"
+	if e.Agent != "" {
+		whose = "agent " + e.Agent + "'s"
+	}
+	return fmt.Sprintf("budget exhausted: %s %s is spent (%s of %s)", whose, e.Budget, formatAmount(e.Budget, e.Spent), formatAmount(e.Budget, e.Limit))
+}
+
+func formatAmount(budget string, v float64) string {
+	if strings.HasSuffix(budget, "_usd") {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// Trial is a trial's view of the gateway: one token per agent, running
+// totals, and budget exhaustions as they happen.
+type Trial struct {
+	g    *Gateway
+	spec TrialSpec
+
+	mu        sync.Mutex
+	agents    map[string]*agentState // by agent id
+	tokens    map[string]string      // agent id -> token
+	total     Totals
+	exhausted *Exhaustion
+	events    chan Exhaustion
+	closed    bool
+	inflight  int
+	drained   chan struct{} // closed when the last call in flight ends after Close
+}
+
+// agentState is one agent's grant: where its calls go and what it has used.
+type agentState struct {
+	trial    *Trial
+	spec     AgentSpec
+	endpoint Endpoint
+	price    manifest.Price
+	script   *scriptCursor // mock endpoints only
+
+	// guarded by trial.mu
+	totals    Totals
+	exhausted *Exhaustion
+}
+
+// OpenTrial mints a token for each agent. Every endpoint must be configured
+// (or be mock/<scenario>) and priced, and every mock scenario must load.
+func (g *Gateway) OpenTrial(spec TrialSpec) (*Trial, error) {
+	t := &Trial{g: g, spec: spec, agents: map[string]*agentState{}, tokens: map[string]string{}, events: make(chan Exhaustion, len(spec.Agents)+1)}
+	var errs []error
+	scenarios := map[string]*Scenario{}
+	for _, a := range spec.Agents {
+		ep, ok := g.endpoint(a.Endpoint)
+		if !ok {
+			errs = append(errs, fmt.Errorf("agent %s: endpoint %q is not configured (add it under endpoints:, or name it mock/<scenario>)", a.ID, a.Endpoint))
+			continue
+		}
+		price, ok := spec.Prices[a.Endpoint]
+		if !ok {
+			errs = append(errs, fmt.Errorf("agent %s: endpoint %q has no price", a.ID, a.Endpoint))
+			continue
+		}
+		if _, dup := t.agents[a.ID]; dup {
+			errs = append(errs, fmt.Errorf("agent %s appears twice", a.ID))
+			continue
+		}
+		st := &agentState{trial: t, spec: a, endpoint: ep, price: price}
+		if ep.API == Mock {
+			sc, ok := scenarios[ep.Scenario]
+			if !ok {
+				var err error
+				if sc, err = g.scenario(ep.Scenario); err != nil {
+					errs = append(errs, fmt.Errorf("agent %s: %w", a.ID, err))
+					continue
+				}
+				scenarios[ep.Scenario] = sc
+			}
+			st.script = sc.cursor(spec, a)
+		}
+		t.agents[a.ID] = st
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("llm: trial %s: %w", spec.ID, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, st := range t.agents {
+		token := newToken()
+		t.tokens[id] = token
+		g.grants[token] = st
+	}
+	return t, nil
+}
+
+func newToken() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return "tg-" + hex.EncodeToString(b)
+}
+
+// Token is the agent's gateway token: the only credential its container
+// gets for model calls.
+func (t *Trial) Token(agent string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tokens[agent]
+}
+
+// Exhausted delivers each budget exhaustion once: every agent budget that is
+// spent, and the trial's.
+func (t *Trial) Exhausted() <-chan Exhaustion { return t.events }
+
+// Usage returns the running totals per agent and for the whole trial.
+func (t *Trial) Usage() (perAgent map[string]Totals, total Totals) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	perAgent = make(map[string]Totals, len(t.agents))
+	for id, st := range t.agents {
+		perAgent[id] = st.totals
+	}
+	return perAgent, t.total
+}
+
+// Close revokes every token of the trial, then waits, within ctx, for the
+// calls in flight to finish and be recorded, so the agents' logs can be
+// closed after it.
+func (t *Trial) Close(ctx context.Context) error {
+	t.g.mu.Lock()
+	for _, token := range t.tokens {
+		delete(t.g.grants, token)
+	}
+	t.g.mu.Unlock()
+	t.mu.Lock()
+	t.closed = true
+	if t.inflight == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	drained, n := make(chan struct{}), t.inflight
+	t.drained = drained
+	t.mu.Unlock()
+	select {
+	case <-drained:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("llm: trial %s: %d calls still in flight: %w", t.spec.ID, n, context.Cause(ctx))
+	}
+}
+
+// enter counts a call in flight, unless the trial is closed.
+func (t *Trial) enter() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.inflight++
+	return true
+}
+
+func (t *Trial) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.inflight--
+	if t.inflight == 0 && t.drained != nil {
+		close(t.drained)
+		t.drained = nil
+	}
+}
+
+// admit counts a call against the budgets before it is forwarded, or says
+// which budget is spent. A call is counted when admitted, so concurrent
+// calls cannot exceed max_calls.
+func (st *agentState) admit() *BudgetExceededError {
+	t := st.trial
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.exhausted; e != nil {
+		return &BudgetExceededError{Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}
+	}
+	if e := st.exhausted; e != nil {
+		return &BudgetExceededError{Agent: st.spec.ID, Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}
+	}
+	st.totals.Calls++
+	t.total.Calls++
+	return nil
+}
+
+// settle adds a finished call's usage and marks every budget it crossed as
+// spent, reporting each exhaustion once. It writes the call's record.
+func (st *agentState) settle(r Record) {
+	t := st.trial
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st.totals.add(r)
+	t.total.add(r)
+	if st.spec.Log != nil {
+		line, _ := json.Marshal(r)
+		if _, err := st.spec.Log.Write(append(line, '\n')); err != nil {
+			t.g.Logger.Error("cannot write call record", "agent", st.spec.ID, "err", err)
+		}
+	}
+	if st.exhausted == nil {
+		b := st.spec.Budget
+		for _, l := range []budgetLimit{
+			intLimit("max_calls", st.totals.Calls, b.MaxCalls),
+			intLimit("max_input_tokens", st.totals.InputTokens, b.MaxInputTokens),
+			intLimit("max_output_tokens", st.totals.OutputTokens, b.MaxOutputTokens),
+			floatLimit("max_cost_usd", st.totals.CostUSD, b.MaxCostUSD),
+		} {
+			if l.set && l.spent >= l.max {
+				st.exhausted = &Exhaustion{Agent: st.spec.ID, Budget: l.name, Spent: l.spent, Limit: l.max}
+				t.report(*st.exhausted)
+				break
+			}
+		}
+	}
+	if max := t.spec.MaxCostUSD; t.exhausted == nil && max != nil && t.total.CostUSD >= *max {
+		t.exhausted = &Exhaustion{Budget: "max_cost_usd", Spent: t.total.CostUSD, Limit: *max}
+		t.report(*t.exhausted)
+	}
+}
+
+// budgetLimit is one budget and what has been spent against it.
+type budgetLimit struct {
+	name       string
+	spent, max float64
+	set        bool
+}
+
+func intLimit(name string, spent int64, max *int64) budgetLimit {
+	if max == nil {
+		return budgetLimit{name: name}
+	}
+	return budgetLimit{name: name, spent: float64(spent), max: float64(*max), set: true}
+}
+
+func floatLimit(name string, spent float64, max *float64) budgetLimit {
+	if max == nil {
+		return budgetLimit{name: name}
+	}
+	return budgetLimit{name: name, spent: spent, max: *max, set: true}
+}
+
+// report hands an exhaustion to the trial without ever blocking a call: the
+// channel has room for one per agent and one for the trial.
+func (t *Trial) report(e Exhaustion) {
+	select {
+	case t.events <- e:
+	default:
+	}
+}

@@ -1,0 +1,111 @@
+package llm
+
+import (
+	"math"
+	"time"
+
+	"github.com/troupebench/troupe/manifest"
+)
+
+// Usage is what one call consumed, normalised across wire formats: Input
+// counts every input token, cached ones included (Anthropic's input_tokens
+// plus cache reads and cache writes); Cached is the part read from cache.
+type Usage struct {
+	Input, Cached, Output int64
+	// CachedReported is false when the upstream gave no cached count, so
+	// Cached was estimated from the price's cache_read_rate.
+	CachedReported bool
+}
+
+// Cached-count sources, as written in records.
+const (
+	CachedReported  = "reported"
+	CachedEstimated = "estimated"
+)
+
+// Cost prices usage in USD: uncached input, cached input and output at
+// their rates per million. When the upstream reported no cached count, the
+// cached share is the price's cache_read_rate of the input, rounded half to
+// even as the original system rounded it.
+func Cost(u Usage, p manifest.Price) (usd float64, cached int64, source string) {
+	cached, source = u.Cached, CachedReported
+	if !u.CachedReported {
+		cached, source = int64(math.RoundToEven(float64(u.Input)*p.CacheReadRate)), CachedEstimated
+	}
+	cached = min(max(cached, 0), u.Input)
+	usd = (float64(u.Input-cached)*p.InputPerMillionUSD + float64(cached)*p.CachedInputPerMillionUSD + float64(u.Output)*p.OutputPerMillionUSD) / 1e6
+	return usd, cached, source
+}
+
+// Error classes of calls, as written in records.
+const (
+	ClassRateLimit       = "rate_limit"
+	ClassOverloaded      = "overloaded"
+	ClassAuth            = "auth"
+	ClassBadRequest      = "bad_request"
+	ClassTimeout         = "timeout"
+	ClassDisconnect      = "disconnect"
+	ClassUpstream5xx     = "upstream_5xx"
+	ClassBudgetExhausted = "budget_exhausted"
+)
+
+// classifyStatus names the error class of an upstream status; "" for success.
+func classifyStatus(status int) string {
+	switch {
+	case status < 400:
+		return ""
+	case status == 429:
+		return ClassRateLimit
+	case status == 503 || status == 529:
+		return ClassOverloaded
+	case status == 401 || status == 403:
+		return ClassAuth
+	case status >= 500:
+		return ClassUpstream5xx
+	}
+	return ClassBadRequest
+}
+
+// Record is one call, as appended to the agent's llm-calls.jsonl.
+type Record struct {
+	Time     time.Time `json:"time"`
+	Trial    string    `json:"trial"`
+	Agent    string    `json:"agent"`
+	Endpoint string    `json:"endpoint"`
+	Model    string    `json:"model"`
+	API      API       `json:"api"`
+	Stream   bool      `json:"stream"`
+	Status   int       `json:"status"`
+	// LatencyMS runs from the request to the end of the response; TTFBMS to
+	// its first byte.
+	LatencyMS    float64 `json:"latency_ms"`
+	TTFBMS       float64 `json:"ttfb_ms"`
+	InputTokens  int64   `json:"input_tokens"`
+	CachedTokens int64   `json:"cached_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	// CachedSource says whether CachedTokens was reported by the upstream or
+	// estimated from cache_read_rate; empty when the call used nothing.
+	CachedSource string  `json:"cached_source,omitempty"`
+	CostUSD      float64 `json:"cost_usd"`
+	ErrorClass   string  `json:"error_class,omitempty"`
+	Error        string  `json:"error,omitempty"`
+	RetryAfter   string  `json:"retry_after,omitempty"`
+	// Fault names an injected fault that shaped the call.
+	Fault string `json:"fault,omitempty"`
+}
+
+// Totals adds up calls.
+type Totals struct {
+	Calls        int64   `json:"calls"`
+	InputTokens  int64   `json:"input_tokens"`
+	CachedTokens int64   `json:"cached_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+}
+
+func (t *Totals) add(r Record) {
+	t.InputTokens += r.InputTokens
+	t.CachedTokens += r.CachedTokens
+	t.OutputTokens += r.OutputTokens
+	t.CostUSD += r.CostUSD
+}

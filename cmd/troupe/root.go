@@ -49,7 +49,12 @@ See docs/config.md.`,
 		newPersonasCmd(a),
 		newRelayCmd(a),
 		newGatewayCmd(a),
+		newCleanCmd(a),
+		newDoctorCmd(a),
 		newVersionCmd(a),
+		newInitCmd(),
+		newSweepCmd(a),
+		newTunnelCmd(),
 	)
 	wrapArgs(root)
 	return root

@@ -24,9 +24,20 @@ func newVersionCmd(a *app) *cobra.Command {
 	}
 }
 
-// versionString says which troupe this is: version, commit, Go, platform.
-func versionString() string {
-	v, commit, dirty := version, "", false
+// shortVersion is the version alone (v1.2.3, or dev-<commit>), as troupe
+// labels what it creates with it.
+func shortVersion() string {
+	v, commit := buildVersion()
+	if v == "dev" && commit != "" {
+		return "dev-" + commit
+	}
+	return v
+}
+
+// buildVersion reads the version and commit from the build.
+func buildVersion() (v, commit string) {
+	v = version
+	dirty := false
 	if info, ok := debug.ReadBuildInfo(); ok {
 		if v == "" {
 			v = info.Main.Version
@@ -46,9 +57,15 @@ func versionString() string {
 	if len(commit) > 12 {
 		commit = commit[:12]
 	}
-	if dirty {
+	if dirty && commit != "" {
 		commit += "+changes"
 	}
+	return v, commit
+}
+
+// versionString says which troupe this is: version, commit, Go, platform.
+func versionString() string {
+	v, commit := buildVersion()
 	if commit == "" {
 		commit = "unknown commit"
 	}

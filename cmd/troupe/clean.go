@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/docker"
+)
+
+type cleanOptions struct {
+	all    bool
+	dryRun bool
+}
+
+func newCleanCmd(a *app) *cobra.Command {
+	var opts cleanOptions
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove the containers and networks that dead troupe processes left behind",
+		Long: `Every container and network troupe creates is labelled with its owner: the host, boot,
+process id and start time of the troupe process that made it. clean removes those whose
+owner process is gone (it crashed or was killed), on this host, and says what it removed.
+troupe run does the same when it starts.
+
+--all removes every troupe resource on the Docker engine, whoever owns it, running or
+not. --dry-run lists what would be removed and removes nothing.`,
+		Example: `  troupe clean --dry-run
+  troupe clean
+  troupe clean --all`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runClean(cmd.Context(), a.stdout, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.all, "all", false, "remove every troupe resource, live owners' included")
+	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "list what would be removed; remove nothing")
+	return cmd
+}
+
+func runClean(ctx context.Context, out io.Writer, opts cleanOptions) error {
+	d, err := docker.New(ctx, shortVersion(), nil)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	removed, err := runtime.Reap(ctx, d, d.Owner(), runtime.ReapOptions{All: opts.all, DryRun: opts.dryRun})
+	verb := "removed"
+	if opts.dryRun {
+		verb = "would remove"
+	}
+	for _, r := range removed {
+		fmt.Fprintf(out, "%s %s (owner %s, trial %s)\n", verb, r, r.Labels[runtime.LabelOwner], r.Labels[runtime.LabelTrial])
+	}
+	if len(removed) == 0 && err == nil {
+		fmt.Fprintln(out, "nothing to clean")
+	}
+	return err
+}

@@ -1,0 +1,393 @@
+// Package docker runs trial containers on a Docker Engine through its API
+// (negotiating down to the engine's version, 1.41 on Docker 20.10). It
+// implements runtime.Runtime.
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/troupebench/troupe/runtime"
+)
+
+// labelNetwork names the network a container was given, so Remove removes
+// it after the container.
+const labelNetwork = "troupe.network"
+
+// RemoveTimeout bounds one removal.
+const RemoveTimeout = 30 * time.Second
+
+// Docker is the Docker backend. Create it with New; Close releases it.
+type Docker struct {
+	cli     *client.Client
+	owner   runtime.Owner
+	version string
+	logger  *slog.Logger
+
+	buildMu sync.Mutex
+	builds  map[string]*sync.Mutex // one build per environment digest at a time
+}
+
+var _ runtime.Runtime = (*Docker)(nil)
+
+// New connects to the Docker Engine named by the environment (DOCKER_HOST,
+// or the local socket) and checks that it answers. version is troupe's, for
+// the troupe.version label.
+func New(ctx context.Context, version string, logger *slog.Logger) (*Docker, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	owner, err := runtime.Self()
+	if err != nil {
+		return nil, fmt.Errorf("docker: who owns what troupe creates: %w", err)
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pingCtx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker: the engine at %s does not answer (%v); is the Docker daemon running and is DOCKER_HOST right? troupe doctor checks the setup", cli.DaemonHost(), err)
+	}
+	return &Docker{cli: cli, owner: owner, version: version, logger: logger, builds: map[string]*sync.Mutex{}}, nil
+}
+
+// Close releases the connection to the engine.
+func (d *Docker) Close() error { return d.cli.Close() }
+
+// Client is the underlying Engine API client, for checks beyond a trial's
+// needs (troupe doctor).
+func (d *Docker) Client() *client.Client { return d.cli }
+
+// Owner is the owner this backend labels resources with.
+func (d *Docker) Owner() runtime.Owner { return d.owner }
+
+// labels returns troupe's labels for a new resource.
+func (d *Docker) labels(extra map[string]string) map[string]string {
+	out := map[string]string{runtime.LabelOwner: d.owner.String(), runtime.LabelVersion: d.version}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// nameFor makes a readable, unique resource name from a trial label.
+func nameFor(labels map[string]string) string {
+	base := labels[runtime.LabelTrial]
+	base = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(base))
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	if base == "" {
+		base = "x"
+	}
+	return "troupe-" + base + "-" + randomSuffix()
+}
+
+// Create creates a container, with no network unless the spec asks for one;
+// a bridge network is created for it alone, labelled like it.
+func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string, error) {
+	labels := d.labels(spec.Labels)
+	name := nameFor(labels)
+	host := &container.HostConfig{
+		NetworkMode: container.NetworkMode(runtime.NetworkNone),
+		// A process cannot gain privileges (setuid) that it was not started
+		// with: agents stay the users they were launched as.
+		SecurityOpt: []string{"no-new-privileges:true"},
+		Resources: container.Resources{
+			NanoCPUs: int64(spec.CPUs * 1e9),
+			Memory:   spec.MemoryMB << 20,
+		},
+	}
+	if spec.Pids > 0 {
+		pids := spec.Pids
+		host.Resources.PidsLimit = &pids
+	}
+	var netConfig *network.NetworkingConfig
+	switch spec.Network {
+	case "", runtime.NetworkNone:
+	case runtime.NetworkBridge:
+		resp, err := d.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: labels})
+		if err != nil {
+			return "", fmt.Errorf("docker: create network for %s: %w", name, err)
+		}
+		labels[labelNetwork] = resp.ID
+		host.NetworkMode = container.NetworkMode(name)
+		netConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{name: {}}}
+	default:
+		return "", fmt.Errorf("docker: network mode %q is not %s or %s", spec.Network, runtime.NetworkNone, runtime.NetworkBridge)
+	}
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Entrypoint: spec.Entrypoint,
+		Cmd:        spec.Cmd,
+		Env:        spec.Env,
+		WorkingDir: spec.WorkDir,
+		User:       spec.User,
+		Labels:     labels,
+		StopSignal: "SIGTERM",
+	}
+	resp, err := d.cli.ContainerCreate(ctx, cfg, host, netConfig, nil, name)
+	if err != nil {
+		err = fmt.Errorf("docker: create container from %s: %w", spec.Image, err)
+		if id := labels[labelNetwork]; id != "" {
+			err = errors.Join(err, d.removeNetwork(ctx, id))
+		}
+		return "", err
+	}
+	return resp.ID, nil
+}
+
+// Start starts a created container.
+func (d *Docker) Start(ctx context.Context, id string) error {
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return fmt.Errorf("docker: start container %s: %w", short(id), err)
+	}
+	return nil
+}
+
+func short(id string) string { return id[:min(12, len(id))] }
+
+// CopyIn writes files into a container as one tar stream, with owner and
+// mode in the tar headers (the engine keeps them; CopyUIDGID would look the
+// numeric users up and fail). Missing parent folders are created, owned by
+// root.
+func (d *Docker) CopyIn(ctx context.Context, id string, files []runtime.File) error {
+	pr, pw := io.Pipe()
+	var wg sync.WaitGroup
+	var writeErr error
+	wg.Go(func() {
+		writeErr = writeTar(pw, files)
+		pw.CloseWithError(writeErr)
+	})
+	err := d.cli.CopyToContainer(ctx, id, "/", pr, container.CopyToContainerOptions{})
+	pr.CloseWithError(errors.New("copy ended")) // unblocks the writer if the engine stopped reading
+	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("docker: copy %d files into %s: %w", len(files), short(id), err)
+	}
+	if writeErr != nil && !errors.Is(writeErr, io.ErrClosedPipe) {
+		return fmt.Errorf("docker: copy into %s: %w", short(id), writeErr)
+	}
+	return nil
+}
+
+func writeTar(w io.Writer, files []runtime.File) error {
+	tw := tar.NewWriter(w)
+	dirs := map[string]bool{}
+	for _, f := range files {
+		if f.Mode.IsDir() {
+			dirs[path.Clean(f.Path)] = true
+		}
+	}
+	// Parent folders not given explicitly, shallowest first.
+	var parents []string
+	for _, f := range files {
+		for p := path.Dir(path.Clean(f.Path)); p != "/" && p != "."; p = path.Dir(p) {
+			if !dirs[p] {
+				dirs[p] = true
+				parents = append(parents, p)
+			}
+		}
+	}
+	sort.Slice(parents, func(i, j int) bool { return strings.Count(parents[i], "/") < strings.Count(parents[j], "/") })
+	now := time.Now()
+	for _, p := range parents {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(p, "/") + "/", Mode: 0o755, ModTime: now}); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		if !path.IsAbs(f.Path) {
+			return fmt.Errorf("file path %q is not absolute", f.Path)
+		}
+		name := strings.TrimPrefix(path.Clean(f.Path), "/")
+		h := &tar.Header{Name: name, Mode: int64(f.Mode.Perm()), Uid: f.UID, Gid: f.GID, ModTime: now, Typeflag: tar.TypeReg, Size: int64(len(f.Data))}
+		if f.Mode&fs.ModeSticky != 0 {
+			h.Mode |= 0o1000
+		}
+		if f.Mode.IsDir() {
+			h.Typeflag, h.Name, h.Size = tar.TypeDir, name+"/", 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !f.Mode.IsDir() {
+			if _, err := tw.Write(f.Data); err != nil {
+				return err
+			}
+		}
+	}
+	return tw.Close()
+}
+
+// Limits of CopyOut.
+const (
+	maxCopyOutFile  = 256 << 20
+	maxCopyOutTotal = 1 << 30
+)
+
+// CopyOut copies src out of the container into dst under dstPath. Only
+// regular files and folders are written, inside dst only (os.Root refuses
+// anything that would leave it); links, devices and oversized files are
+// skipped and listed.
+func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string) ([]string, error) {
+	rc, _, err := d.cli.CopyFromContainer(ctx, id, src)
+	if err != nil {
+		return nil, fmt.Errorf("docker: copy %s out of %s: %w", src, short(id), err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	base := path.Base(path.Clean(src))
+	var skipped []string
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return skipped, nil
+		}
+		if err != nil {
+			return skipped, fmt.Errorf("docker: copy %s out of %s: %w", src, short(id), err)
+		}
+		// The archive's names start with src's base name; they go under dstPath.
+		rel := strings.TrimPrefix(path.Clean(h.Name), base)
+		rel = strings.TrimPrefix(rel, "/")
+		target := path.Join(dstPath, rel)
+		if !fs.ValidPath(target) {
+			skipped = append(skipped, h.Name+" (its path leaves the destination)")
+			continue
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := dst.MkdirAll(target, 0o755); err != nil {
+				return skipped, fmt.Errorf("docker: copy out %s: %w", h.Name, err)
+			}
+		case tar.TypeReg:
+			if h.Size > maxCopyOutFile || total+h.Size > maxCopyOutTotal {
+				skipped = append(skipped, fmt.Sprintf("%s (%d bytes; over the copy-out limit)", h.Name, h.Size))
+				continue
+			}
+			total += h.Size
+			if dir := path.Dir(target); dir != "." {
+				if err := dst.MkdirAll(dir, 0o755); err != nil {
+					return skipped, fmt.Errorf("docker: copy out %s: %w", h.Name, err)
+				}
+			}
+			f, err := dst.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+			if err != nil {
+				skipped = append(skipped, fmt.Sprintf("%s (%v)", h.Name, err))
+				continue
+			}
+			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return skipped, fmt.Errorf("docker: copy out %s: %w", h.Name, err)
+			}
+		default:
+			skipped = append(skipped, h.Name+" (not a regular file or folder)")
+		}
+	}
+}
+
+// Remove removes a container (by force, with its anonymous volumes, then its
+// own network) or a network. It is bounded by RemoveTimeout and runs even if
+// ctx was cancelled; a resource already gone is not an error.
+func (d *Docker) Remove(ctx context.Context, r runtime.Resource) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
+	defer cancel()
+	switch r.Kind {
+	case runtime.KindContainer:
+		netID := r.Labels[labelNetwork]
+		if netID == "" {
+			if info, err := d.cli.ContainerInspect(ctx, r.ID); err == nil {
+				netID = info.Config.Labels[labelNetwork]
+			}
+		}
+		err := d.cli.ContainerRemove(ctx, r.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("docker: remove container %s: %w", short(r.ID), err)
+		}
+		if netID != "" {
+			return d.removeNetwork(ctx, netID)
+		}
+		return nil
+	case runtime.KindNetwork:
+		return d.removeNetwork(ctx, r.ID)
+	}
+	return fmt.Errorf("docker: cannot remove a %s", r.Kind)
+}
+
+func (d *Docker) removeNetwork(ctx context.Context, id string) error {
+	if err := d.cli.NetworkRemove(ctx, id); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("docker: remove network %s: %w", short(id), err)
+	}
+	return nil
+}
+
+// List lists troupe's containers and networks whose labels match.
+func (d *Docker) List(ctx context.Context, labels map[string]string) ([]runtime.Resource, error) {
+	args := filters.NewArgs()
+	for k, v := range labels {
+		if v == "" {
+			args.Add("label", k)
+		} else {
+			args.Add("label", k+"="+v)
+		}
+	}
+	if _, ok := labels[runtime.LabelOwner]; !ok {
+		args.Add("label", runtime.LabelOwner)
+	}
+	containers, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list containers: %w", err)
+	}
+	var out []runtime.Resource
+	for _, c := range containers {
+		name := ""
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, runtime.Resource{Kind: runtime.KindContainer, ID: c.ID, Name: name, Labels: c.Labels, Created: time.Unix(c.Created, 0)})
+	}
+	networks, err := d.cli.NetworkList(ctx, network.ListOptions{Filters: args})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list networks: %w", err)
+	}
+	for _, n := range networks {
+		out = append(out, runtime.Resource{Kind: runtime.KindNetwork, ID: n.ID, Name: n.Name, Labels: n.Labels, Created: n.Created})
+	}
+	return out, nil
+}

@@ -1,0 +1,471 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/inside"
+	"github.com/troupebench/troupe/runtime/runtimetest"
+	"github.com/troupebench/troupe/runtime/tunnel"
+)
+
+// These tests run against the real Docker Engine. Every resource they make
+// carries troupe.job=<runID>; TestMain fails the run if any is left behind,
+// images built included.
+
+const testImage = "busybox:latest"
+
+var (
+	runID      string
+	testBinary *runtime.Binary
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(reaperChildEnv) != "" {
+		reaperChild()
+		return
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	b := make([]byte, 4)
+	rand.Read(b)
+	runID = "test-" + hex.EncodeToString(b)
+	d, err := New(ctx, runID, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "these tests need a Docker engine: %v\n", err)
+		return 1
+	}
+	defer d.Close()
+	if !d.exists(ctx, testImage) {
+		fmt.Fprintf(os.Stderr, "%s is missing: run bash .ci/seed-images (it builds it offline from Debian's busybox-static)\n", testImage)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "troupe-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := runtime.BuildBinary(ctx, "../..", filepath.Join(dir, "troupe")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if testBinary, err = runtime.LoadBinary(filepath.Join(dir, "troupe")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if leaks := leftovers(ctx, d); len(leaks) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests left %d resources behind: %v\n", len(leaks), leaks)
+		code = 1
+	}
+	return code
+}
+
+// leftovers lists (and removes) what this run left: containers, networks,
+// and images built with this run's version label.
+func leftovers(ctx context.Context, d *Docker) []string {
+	var out []string
+	rs, err := d.List(ctx, map[string]string{runtime.LabelJob: runID})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	for _, r := range rs {
+		out = append(out, r.String())
+		d.Remove(ctx, r)
+	}
+	imgs, err := d.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", runtime.LabelVersion+"="+runID))})
+	if err != nil {
+		return append(out, err.Error())
+	}
+	for _, img := range imgs {
+		out = append(out, "image "+strings.Join(img.RepoTags, ","))
+		d.RemoveImage(ctx, img.ID)
+	}
+	ctrs, _ := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", runtime.LabelVersion+"="+runID))})
+	for _, c := range ctrs {
+		out = append(out, "container "+c.ID[:12]+" (build step)")
+	}
+	return out
+}
+
+func newDocker(t testing.TB) *Docker {
+	t.Helper()
+	d, err := New(context.Background(), runID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+var cfg = func() runtimetest.Config {
+	return runtimetest.Config{Image: testImage, Labels: map[string]string{runtime.LabelJob: runID}}
+}
+
+func TestConformance(t *testing.T) {
+	runtimetest.Run(t, newDocker(t), cfg())
+}
+
+// trialContainer starts a container the way a trial does: no network, the
+// troupe binary copied in, troupe init as PID 1.
+func trialContainer(t testing.TB, d *Docker) string {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "t-" + strings.ReplaceAll(t.Name(), "/", "-")}
+	id, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{runtime.BinaryPath, "init"}, Labels: labels, Pids: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Remove(context.Background(), runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+			t.Errorf("remove: %v", err)
+		}
+	})
+	if err := d.CopyIn(ctx, id, []runtime.File{{Path: runtime.BinaryPath, Data: testBinary.Data, Mode: 0o755}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func shell(t testing.TB, d *Docker, id, script string) (string, int) {
+	t.Helper()
+	out, code, err := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", script}})
+	if err != nil {
+		t.Fatalf("%s: %v", script, err)
+	}
+	return out, code
+}
+
+// hostTargets serves an HTTP page and a websocket echo on the host, as the
+// relay and the gateway would be.
+func hostTargets(t testing.TB) tunnel.Dialer {
+	t.Helper()
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello through the tunnel")
+	}))
+	t.Cleanup(web.Close)
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		typ, msg, err := c.Read(r.Context())
+		if err != nil {
+			return
+		}
+		c.Write(r.Context(), typ, append([]byte("echo: "), msg...))
+	}))
+	t.Cleanup(ws.Close)
+	addrs := map[string]string{"llm": web.Listener.Addr().String(), "relay": ws.Listener.Addr().String()}
+	return func(ctx context.Context, name string) (net.Conn, error) {
+		addr, ok := addrs[name]
+		if !ok {
+			return nil, fmt.Errorf("no target %q", name)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
+var trialListens = []tunnel.Listen{{Addr: "127.0.0.1:3600", Name: "relay"}, {Addr: "127.0.0.1:3601", Name: "llm"}}
+
+func openTunnel(t testing.TB, d *Docker, id string, dial tunnel.Dialer) *tunnel.Tunnel {
+	t.Helper()
+	tun, err := tunnel.Open(context.Background(), d, id, runtime.BinaryPath, trialListens, dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tun.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tun.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return tun
+}
+
+// wsHandshake is a websocket client written with printf for nc: the
+// upgrade request, then one masked text frame "hello".
+func wsHandshake() string {
+	mask := []byte{1, 2, 3, 4}
+	frame := []byte{0x81, 0x80 | 5}
+	frame = append(frame, mask...)
+	for i, c := range []byte("hello") {
+		frame = append(frame, c^mask[i%4])
+	}
+	var esc strings.Builder
+	for _, c := range frame {
+		fmt.Fprintf(&esc, `\%03o`, c)
+	}
+	return `(printf 'GET / HTTP/1.1\r\nHost: 127.0.0.1:3600\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n'; sleep 1; printf '` + esc.String() + `'; sleep 1) | nc 127.0.0.1 3600`
+}
+
+func TestTunnel(t *testing.T) {
+	d := newDocker(t)
+	id := trialContainer(t, d)
+	tun := openTunnel(t, d, id, hostTargets(t))
+
+	out, code := shell(t, d, id, "wget -qO- http://127.0.0.1:3601/")
+	if code != 0 || out != "hello through the tunnel" {
+		t.Errorf("HTTP through the tunnel: exit %d, %q", code, out)
+	}
+	out, _ = shell(t, d, id, wsHandshake())
+	if !strings.Contains(out, "101 Switching Protocols") || !strings.Contains(out, "echo: hello") {
+		t.Errorf("websocket through the tunnel: %q", out)
+	}
+	out, code = shell(t, d, id, "wget -T 3 -qO- http://1.1.1.1/ 2>&1")
+	if code == 0 {
+		t.Errorf("the container reached the outside: %q", out)
+	}
+	// Several connections at once share the one stream.
+	out, code = shell(t, d, id, "for i in 1 2 3 4 5 6 7 8; do wget -qO- http://127.0.0.1:3601/ & done; wait")
+	if code != 0 || strings.Count(out, "hello through the tunnel") != 8 {
+		t.Errorf("parallel requests: %q", out)
+	}
+	if err := tun.Close(); err != nil {
+		t.Errorf("close tunnel: %v", err)
+	}
+	if _, code := shell(t, d, id, "wget -T 3 -qO- http://127.0.0.1:3601/"); code == 0 {
+		t.Error("the tunnel still answers after Close")
+	}
+}
+
+func TestSweep(t *testing.T) {
+	d := newDocker(t)
+	id := trialContainer(t, d)
+	openTunnel(t, d, id, hostTargets(t))
+	// Agents' processes, one of which ignores TERM, and a zombie-to-be.
+	shell(t, d, id, `sleep 300 >/dev/null 2>&1 &
+sleep 300 >/dev/null 2>&1 &
+sh -c 'trap "" TERM; while :; do sleep 1; done' >/dev/null 2>&1 &
+sh -c 'sleep 0.1 & exit 0'
+exit 0`)
+	out, code, err := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--grace", "1s"}})
+	if err != nil || code != 0 {
+		t.Fatalf("sweep: %d %v %s", code, err, out)
+	}
+	var rep inside.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("sweep report %q: %v", out, err)
+	}
+	killed := slices.ContainsFunc(rep.Signalled, func(p inside.Proc) bool { return p.Kill && strings.Contains(p.Cmd, "trap") })
+	if len(rep.Signalled) < 3 || !killed || len(rep.Survivors) != 0 {
+		t.Errorf("sweep report %+v", rep)
+	}
+	ps, _ := shell(t, d, id, "ps -o pid,stat,args")
+	for line := range strings.Lines(ps) {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] == "PID" || strings.Contains(line, "ps -o") || strings.Contains(line, "sh -c ps") {
+			continue
+		}
+		if f[0] != "1" && !strings.Contains(line, "troupe tunnel") {
+			t.Errorf("process left after the sweep: %s", line)
+		}
+		if strings.HasPrefix(f[1], "Z") {
+			t.Errorf("zombie left: %s", line)
+		}
+	}
+	// The tunnel was spared.
+	if out, code := shell(t, d, id, "wget -qO- http://127.0.0.1:3601/"); code != 0 || out != "hello through the tunnel" {
+		t.Errorf("the sweep ended the tunnel: %q", out)
+	}
+}
+
+func TestInitStopsOnTerm(t *testing.T) {
+	d := newDocker(t)
+	id := trialContainer(t, d)
+	// A TERM in the first milliseconds, before init has installed its
+	// handler, ends a Go PID 1 with status 2; a trial never stops a container
+	// that early. Wait until init runs.
+	shell(t, d, id, "true")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wait, errs := d.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	start := time.Now()
+	if err := d.cli.ContainerKill(ctx, id, "SIGTERM"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-wait:
+		if w.StatusCode != 0 || time.Since(start) > 5*time.Second {
+			t.Errorf("init exited with %d after %v", w.StatusCode, time.Since(start))
+		}
+	case err := <-errs:
+		t.Fatal(err)
+	}
+}
+
+func TestImage(t *testing.T) {
+	d := newDocker(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	marker := runID + "-" + t.Name()
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM busybox\nRUN echo "+marker+" > /built\n"), 0o644)
+	var tags [3]string
+	var errs [3]error
+	var wg sync.WaitGroup
+	for i := range tags {
+		wg.Go(func() { tags[i], errs[i] = d.Image(ctx, runtime.ImageSpec{BuildDir: dir}) })
+	}
+	wg.Wait()
+	t.Cleanup(func() { d.RemoveImage(context.Background(), tags[0]) })
+	for i := range tags {
+		if errs[i] != nil || tags[i] != tags[0] || !strings.HasPrefix(tags[i], ImageTagPrefix) {
+			t.Fatalf("concurrent builds of one folder: %v %v", tags, errs)
+		}
+	}
+	start := time.Now()
+	if tag, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir}); err != nil || tag != tags[0] || time.Since(start) > 2*time.Second {
+		t.Errorf("an unchanged folder must not be built again: %s %v (%v)", tag, err, time.Since(start))
+	}
+	id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Image: tags[0]})
+	if out, _ := shell(t, d, id, "cat /built"); strings.TrimSpace(out) != marker {
+		t.Errorf("built image holds %q", out)
+	}
+
+	// A failing build quotes its step and output.
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, "Dockerfile"), []byte("FROM busybox\nRUN echo "+marker+"-about-to-fail && exit 3\n"), 0o644)
+	_, err := d.Image(ctx, runtime.ImageSpec{BuildDir: bad})
+	var be *BuildError
+	if !errors.As(err, &be) || !regexp.MustCompile(`^Step 2/\d+ : RUN`).MatchString(be.Step) || !strings.Contains(be.Output, "about-to-fail") || !strings.Contains(err.Error(), "non-zero code: 3") {
+		t.Errorf("failed build: %v", err)
+	}
+	// No registry: a missing image says how to provide one.
+	_, err = d.Image(ctx, runtime.ImageSpec{Image: "troupe-test/does-not-exist:" + runID})
+	if !errors.Is(err, ErrImageUnavailable) || !strings.Contains(err.Error(), "docker load") {
+		t.Errorf("missing image: %v", err)
+	}
+	if _, err := d.Image(ctx, runtime.ImageSpec{BuildDir: t.TempDir()}); !errors.Is(err, ErrImageUnavailable) {
+		t.Errorf("a folder without Dockerfile: %v", err)
+	}
+}
+
+func TestBridgeNetwork(t *testing.T) {
+	d := newDocker(t)
+	ctx := context.Background()
+	id, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sleep", "60"}, Network: runtime.NetworkBridge, Labels: map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "bridge"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := d.List(ctx, map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "bridge"})
+	kinds := map[string]int{}
+	for _, r := range rs {
+		kinds[r.Kind]++
+	}
+	if kinds[runtime.KindContainer] != 1 || kinds[runtime.KindNetwork] != 1 {
+		t.Errorf("a bridged container has a network of its own, labelled: %v", rs)
+	}
+	if err := d.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := d.List(ctx, map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "bridge"}); len(rs) != 0 {
+		t.Errorf("removing the container left %v", rs)
+	}
+}
+
+const reaperChildEnv = "TROUPE_TEST_REAPER_CHILD"
+
+// reaperChild is this test binary run as a troupe process that creates a
+// container and then waits to be killed.
+func reaperChild() {
+	ctx := context.Background()
+	d, err := New(ctx, os.Getenv(reaperChildEnv), nil)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	id, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sleep", "600"}, Labels: map[string]string{runtime.LabelJob: os.Getenv(reaperChildEnv), runtime.LabelTrial: "orphan"}})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println("created", id)
+	select {}
+}
+
+func TestReaper(t *testing.T) {
+	d := newDocker(t)
+	ctx := context.Background()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), reaperChildEnv+"="+runID)
+	stdout, _ := child.StdoutPipe()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	id, ok := strings.CutPrefix(strings.TrimSpace(line), "created ")
+	if !ok {
+		child.Process.Kill()
+		child.Wait()
+		t.Fatalf("child: %q", line)
+	}
+	// A live owner's container is left alone.
+	removed, err := runtime.Reap(ctx, d, d.Owner(), runtime.ReapOptions{})
+	if err != nil || slices.ContainsFunc(removed, func(r runtime.Resource) bool { return r.ID == id }) {
+		t.Fatalf("reaped a live owner's container: %v %v", removed, err)
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	dry, _ := runtime.Reap(ctx, d, d.Owner(), runtime.ReapOptions{DryRun: true})
+	if !slices.ContainsFunc(dry, func(r runtime.Resource) bool { return r.ID == id }) {
+		t.Fatalf("a dry run does not list the dead owner's container: %v", dry)
+	}
+	removed, err = runtime.Reap(ctx, d, d.Owner(), runtime.ReapOptions{})
+	if err != nil || !slices.ContainsFunc(removed, func(r runtime.Resource) bool { return r.ID == id }) {
+		t.Fatalf("the dead owner's container was not reaped: %v %v", removed, err)
+	}
+	if rs, _ := d.List(ctx, map[string]string{runtime.LabelTrial: "orphan", runtime.LabelJob: runID}); len(rs) != 0 {
+		t.Errorf("still there: %v", rs)
+	}
+}
+
+func TestCopyOutRefusesEscapes(t *testing.T) {
+	d := newDocker(t)
+	id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{})
+	shell(t, d, id, "mkdir -p /out && echo x > /out/ok && ln -s / /out/root")
+	dir := t.TempDir()
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	skipped, err := d.CopyOut(context.Background(), id, "/out", root, "../escape")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape")); err == nil {
+		t.Error("CopyOut wrote outside its destination")
+	}
+	if len(skipped) == 0 {
+		t.Error("entries whose path leaves the destination must be skipped and listed")
+	}
+}

@@ -1,0 +1,178 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Owner identifies the troupe process that created a resource: its host,
+// the host's boot, its process id and the process's start time. A later
+// process on the same host tells from these whether the owner still runs: a
+// reused pid has another start time, and after a reboot the boot differs.
+type Owner struct {
+	Host  string
+	Boot  string // the first 8 characters of the kernel's boot id
+	PID   int
+	Start uint64 // the process's start time in clock ticks since boot
+}
+
+// String is the owner as written in the troupe.owner label:
+// host:boot:pid:start.
+func (o Owner) String() string {
+	return fmt.Sprintf("%s:%s:%d:%d", o.Host, o.Boot, o.PID, o.Start)
+}
+
+// ParseOwner reads a troupe.owner label.
+func ParseOwner(s string) (Owner, error) {
+	i := strings.LastIndexByte(s, ':')
+	j := strings.LastIndexByte(s[:max(i, 0)], ':')
+	k := strings.LastIndexByte(s[:max(j, 0)], ':')
+	if i < 0 || j < 0 || k < 0 {
+		return Owner{}, fmt.Errorf("owner label %q is not host:boot:pid:start", s)
+	}
+	pid, err1 := strconv.Atoi(s[j+1 : i])
+	start, err2 := strconv.ParseUint(s[i+1:], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return Owner{}, fmt.Errorf("owner label %q is not host:boot:pid:start", s)
+	}
+	return Owner{Host: s[:k], Boot: s[k+1 : j], PID: pid, Start: start}, nil
+}
+
+var (
+	selfOnce  sync.Once
+	selfOwner Owner
+	selfErr   error
+)
+
+// Self is the owner that stands for this process.
+func Self() (Owner, error) {
+	selfOnce.Do(func() {
+		host, err := os.Hostname()
+		if err != nil {
+			selfErr = fmt.Errorf("hostname: %w", err)
+			return
+		}
+		boot, err := bootID()
+		if err != nil {
+			selfErr = err
+			return
+		}
+		start, err := processStart(os.Getpid())
+		if err != nil {
+			selfErr = err
+			return
+		}
+		selfOwner = Owner{Host: host, Boot: boot, PID: os.Getpid(), Start: start}
+	})
+	return selfOwner, selfErr
+}
+
+func bootID() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("boot id: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	return id[:min(8, len(id))], nil
+}
+
+// processStart reads a process's start time (field 22 of /proc/pid/stat).
+// A missing process is fs.ErrNotExist.
+func processStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces and parentheses: the
+	// fields after it start after the last ')'.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+	fields := strings.Fields(rest)
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat is too short", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// Alive reports whether the owner still runs, as seen from self: only an
+// owner on the same host and boot can be checked; any other is assumed
+// alive.
+func (o Owner) Alive(self Owner) bool {
+	if o.Host != self.Host || o.Boot != self.Boot {
+		return true
+	}
+	start, err := processStart(o.PID)
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	return start == o.Start
+}
+
+// Cleaner is what Reap needs from a runtime.
+type Cleaner interface {
+	List(ctx context.Context, labels map[string]string) ([]Resource, error)
+	Remove(ctx context.Context, r Resource) error
+}
+
+// ReapOptions choose what Reap removes.
+type ReapOptions struct {
+	// All removes every troupe resource, whoever owns it and whether or not
+	// the owner runs.
+	All bool
+	// DryRun lists what would be removed and removes nothing.
+	DryRun bool
+}
+
+// Reap removes the troupe resources whose owner process is gone (on this
+// host and boot): containers first, then networks. It returns what it
+// removed (or would remove) and every error it met, joined; one failure does
+// not stop the rest.
+func Reap(ctx context.Context, rt Cleaner, self Owner, opts ReapOptions) ([]Resource, error) {
+	all, err := rt.List(ctx, map[string]string{LabelOwner: ""})
+	if err != nil {
+		return nil, fmt.Errorf("list troupe resources: %w", err)
+	}
+	var doomed []Resource
+	for _, r := range all {
+		if opts.All {
+			doomed = append(doomed, r)
+			continue
+		}
+		o, err := ParseOwner(r.Labels[LabelOwner])
+		if err != nil {
+			continue // not ours to judge
+		}
+		if o != self && !o.Alive(self) {
+			doomed = append(doomed, r)
+		}
+	}
+	// Containers go before the networks they are attached to.
+	slices.SortStableFunc(doomed, func(a, b Resource) int {
+		return kindOrder(a.Kind) - kindOrder(b.Kind)
+	})
+	if opts.DryRun {
+		return doomed, nil
+	}
+	var removed []Resource
+	var errs []error
+	for _, r := range doomed {
+		if err := rt.Remove(ctx, r); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", r, err))
+			continue
+		}
+		removed = append(removed, r)
+	}
+	return removed, errors.Join(errs...)
+}
+
+func kindOrder(kind string) int {
+	if kind == KindContainer {
+		return 0
+	}
+	return 1
+}

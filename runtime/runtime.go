@@ -1,0 +1,193 @@
+// Package runtime is where trial containers live. Runtime is the small
+// interface a trial needs from a container backend — resolve an image,
+// create, copy in, start, exec, copy out, remove, list by label — and
+// runtime/docker implements it on the Docker Engine API (Kubernetes later,
+// behind the same interface). runtime/runtimetest is the conformance suite
+// every backend passes.
+//
+// Everything a backend creates carries troupe's labels, among them the
+// Owner: the host, boot, process id and process start time of the troupe
+// process that created it. Reap removes what dead owners left behind, so a
+// crash never leaks containers.
+//
+// The in-container side lives in sub-packages too: runtime/inside (troupe
+// init and troupe sweep) and runtime/tunnel (the multiplexed stream over an
+// exec's stdin and stdout that is a no-network container's only way out).
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+)
+
+// Label keys on every resource troupe creates.
+const (
+	LabelJob     = "troupe.job"
+	LabelTrial   = "troupe.trial"
+	LabelOwner   = "troupe.owner"
+	LabelVersion = "troupe.version"
+)
+
+// Network modes of a container.
+const (
+	// NetworkNone gives a container no network at all: it reaches the relay
+	// and the gateway only through the tunnel.
+	NetworkNone = "none"
+	// NetworkBridge gives a container a network of its own with internet
+	// access, for tasks that ask for it.
+	NetworkBridge = "bridge"
+)
+
+// Runtime is what a trial needs from a container backend.
+type Runtime interface {
+	// Image makes an image available and returns the reference to create
+	// containers from: a local image, else a pull, else a build of a folder
+	// with a Dockerfile.
+	Image(ctx context.Context, spec ImageSpec) (string, error)
+	// Create creates a container, not started, with troupe's labels.
+	Create(ctx context.Context, spec ContainerSpec) (string, error)
+	// CopyIn writes files (and their folders) into a container, with the
+	// owner and mode given, before or after it starts.
+	CopyIn(ctx context.Context, id string, files []File) error
+	Start(ctx context.Context, id string) error
+	// Exec runs a process in a started container, streaming its output to
+	// the writers as it arrives.
+	Exec(ctx context.Context, id string, spec ExecSpec) (Process, error)
+	// CopyOut copies a file or folder out of a container into dst (a folder
+	// opened with os.OpenRoot, so nothing can be written outside it) under
+	// the name dstPath. Entries that are not plain files or folders are
+	// skipped and listed.
+	CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string) (skipped []string, err error)
+	// Remove removes a resource by force, tolerating one that is already
+	// gone. It runs even when ctx is cancelled, bounded by its own timeout.
+	Remove(ctx context.Context, r Resource) error
+	// List lists troupe's resources whose labels include every given one; an
+	// empty value matches any value of that key.
+	List(ctx context.Context, labels map[string]string) ([]Resource, error)
+}
+
+// ImageSpec names an image or says how to build one.
+type ImageSpec struct {
+	// Image is an image name (a task's docker_image); empty means build.
+	Image string
+	// BuildDir is a folder with a Dockerfile (a task's environment/); it is
+	// built when Image is empty or cannot be found or pulled.
+	BuildDir string
+}
+
+// ContainerSpec describes a container.
+type ContainerSpec struct {
+	Image      string
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	WorkDir    string
+	User       string
+	// Labels are added to troupe's own (owner, version).
+	Labels map[string]string
+	// Network is NetworkNone (the default) or NetworkBridge.
+	Network string
+	// CPUs, MemoryMB and Pids limit the container; zero is no limit.
+	CPUs     float64
+	MemoryMB int64
+	Pids     int64
+}
+
+// File is one file or folder to copy into a container.
+type File struct {
+	// Path is absolute inside the container.
+	Path string
+	Data []byte
+	// Mode holds the permission bits; fs.ModeDir marks a folder.
+	Mode     fs.FileMode
+	UID, GID int
+}
+
+// ExecSpec describes a process to run in a container.
+type ExecSpec struct {
+	Cmd     []string
+	Env     []string
+	User    string
+	WorkDir string
+	// Stdin, when true, gives the process a standard input: Process.Stdin.
+	Stdin bool
+	// Stdout and Stderr receive the output as it arrives; nil discards.
+	Stdout, Stderr io.Writer
+}
+
+// Process is a running exec. Its end is an event: Done is closed when the
+// process has exited and all its output has been written.
+type Process interface {
+	// Stdin is the process's standard input when ExecSpec.Stdin was set;
+	// closing it sends end-of-file.
+	Stdin() io.WriteCloser
+	Done() <-chan struct{}
+	// Wait waits for Done and returns the exit code, or an error: an
+	// *ExecError for 126 and 127, or why the process could not be followed.
+	Wait(ctx context.Context) (int, error)
+	// Close stops following the process and waits for the goroutines that
+	// did; the process itself keeps running until swept or removed.
+	Close() error
+}
+
+// Resource kinds.
+const (
+	KindContainer = "container"
+	KindNetwork   = "network"
+)
+
+// Resource is something a backend created.
+type Resource struct {
+	Kind    string
+	ID      string
+	Name    string
+	Labels  map[string]string
+	Created time.Time
+}
+
+func (r Resource) String() string {
+	name := r.Name
+	if name == "" && len(r.ID) > 12 {
+		name = r.ID[:12]
+	}
+	return r.Kind + " " + name
+}
+
+// ExecError explains an exec that could not run its command.
+type ExecError struct {
+	Code   int
+	Cmd    []string
+	Output string
+	Err    error // ErrNotFound or ErrNotExecutable
+}
+
+func (e *ExecError) Error() string {
+	msg := e.Err.Error() + ": " + quoteCmd(e.Cmd)
+	if e.Output != "" {
+		msg += " (" + e.Output + ")"
+	}
+	return msg
+}
+
+func (e *ExecError) Unwrap() error { return e.Err }
+
+// Exec failures by cause.
+var (
+	ErrNotFound      = errors.New("command not found in the container")
+	ErrNotExecutable = errors.New("command is not executable in the container")
+)
+
+func quoteCmd(cmd []string) string {
+	out := ""
+	for i, c := range cmd {
+		if i > 0 {
+			out += " "
+		}
+		out += c
+	}
+	return out
+}

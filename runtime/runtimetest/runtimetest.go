@@ -1,0 +1,256 @@
+// Package runtimetest is the conformance suite every runtime.Runtime backend
+// passes: what a trial relies on, checked against a real engine.
+package runtimetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupebench/troupe/runtime"
+)
+
+// Config describes what the suite may use.
+type Config struct {
+	// Image has a POSIX shell and coreutils-like tools (busybox will do).
+	Image string
+	// Labels go on every container the suite creates (a job label lets the
+	// caller check afterwards that nothing was left behind).
+	Labels map[string]string
+}
+
+// Run runs the suite.
+func Run(t *testing.T, rt runtime.Runtime, cfg Config) {
+	t.Run("Lifecycle", func(t *testing.T) { lifecycle(t, rt, cfg) })
+	t.Run("ExecStreamsAndExitCodes", func(t *testing.T) { execs(t, rt, cfg) })
+	t.Run("NoNetworkByDefault", func(t *testing.T) { noNetwork(t, rt, cfg) })
+	t.Run("CopyOut", func(t *testing.T) { copyOut(t, rt, cfg) })
+}
+
+// Started creates and starts a container that idles, and removes it when the
+// test ends. Other test packages use it too.
+func Started(t testing.TB, rt runtime.Runtime, cfg Config, spec runtime.ContainerSpec) string {
+	t.Helper()
+	ctx := context.Background()
+	if spec.Image == "" {
+		spec.Image = cfg.Image
+	}
+	if spec.Entrypoint == nil {
+		spec.Entrypoint = []string{"sleep", "3600"}
+	}
+	labels := map[string]string{runtime.LabelTrial: strings.ReplaceAll(t.Name(), "/", "-")}
+	for k, v := range cfg.Labels {
+		labels[k] = v
+	}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	spec.Labels = labels
+	id, err := rt.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Remove(context.Background(), runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+			t.Errorf("remove: %v", err)
+		}
+	})
+	if err := rt.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// Run runs a command to its end and returns its output and exit code.
+func Exec(t testing.TB, rt runtime.Runtime, id string, spec runtime.ExecSpec) (string, int, error) {
+	t.Helper()
+	var out bytes.Buffer
+	w := &lockedBuffer{b: &out}
+	spec.Stdout, spec.Stderr = w, w
+	p, err := rt.Exec(context.Background(), id, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	return w.String(), code, err
+}
+
+func sh(t testing.TB, rt runtime.Runtime, id, script string) string {
+	t.Helper()
+	out, code, err := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", script}})
+	if err != nil || code != 0 {
+		t.Fatalf("sh -c %q: exit %d, %v: %s", script, code, err, out)
+	}
+	return out
+}
+
+func lifecycle(t *testing.T, rt runtime.Runtime, cfg Config) {
+	ctx := context.Background()
+	id := Started(t, rt, cfg, runtime.ContainerSpec{Labels: map[string]string{"troupe.test": "lifecycle"}})
+	found, err := rt.List(ctx, map[string]string{"troupe.test": "lifecycle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(found, func(r runtime.Resource) bool { return r.ID == id }) {
+		t.Fatalf("List does not find the container by its label: %v", found)
+	}
+	for _, r := range found {
+		if r.ID == id && (r.Labels[runtime.LabelOwner] == "" || r.Labels[runtime.LabelVersion] == "") {
+			t.Errorf("troupe's labels missing: %v", r.Labels)
+		}
+	}
+	err = rt.CopyIn(ctx, id, []runtime.File{
+		{Path: "/opt/agents/a-1/key", Data: []byte("secret-a"), Mode: 0o400, UID: 10001, GID: 10001},
+		{Path: "/work", Mode: 0o775 | os.ModeDir, UID: 0, GID: 10000},
+		{Path: "/opt/run.sh", Data: []byte("#!/bin/sh\necho ran $1\n"), Mode: 0o755},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sh(t, rt, id, "stat -c '%u %g %a' /opt/agents/a-1/key /work; cat /opt/agents/a-1/key; echo; /opt/run.sh ok")
+	want := "10001 10001 400\n0 10000 775\nsecret-a\nran ok\n"
+	if got != want {
+		t.Errorf("copied files:\n got %q\nwant %q", got, want)
+	}
+	// Another user cannot read a 0400 file of someone else's.
+	if out, code, _ := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"cat", "/opt/agents/a-1/key"}, User: "10002"}); code == 0 {
+		t.Errorf("uid 10002 read uid 10001's key: %q", out)
+	}
+	if err := rt.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+		t.Errorf("removing a removed container must succeed: %v", err)
+	}
+	found, _ = rt.List(ctx, map[string]string{"troupe.test": "lifecycle"})
+	if slices.ContainsFunc(found, func(r runtime.Resource) bool { return r.ID == id }) {
+		t.Error("the removed container is still listed")
+	}
+}
+
+func execs(t *testing.T, rt runtime.Runtime, cfg Config) {
+	id := Started(t, rt, cfg, runtime.ContainerSpec{})
+	if _, code, err := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", "exit 3"}}); code != 3 || err != nil {
+		t.Errorf("exit 3: got %d, %v", code, err)
+	}
+	_, code, err := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"no-such-command"}})
+	var ee *runtime.ExecError
+	if !errors.Is(err, runtime.ErrNotFound) || !errors.As(err, &ee) || ee.Code != code || (code != 126 && code != 127) {
+		t.Errorf("missing command: %d, %v", code, err)
+	}
+	sh(t, rt, id, "printf 'plain text' > /tmp/not-a-program; chmod 644 /tmp/not-a-program")
+	if _, _, err := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"/tmp/not-a-program"}}); !errors.Is(err, runtime.ErrNotExecutable) {
+		t.Errorf("non-executable file: %v", err)
+	}
+	// Output arrives while the process runs, not when it ends.
+	first := make(chan struct{})
+	var once sync.Once
+	var out lockedBuffer
+	out.b = &bytes.Buffer{}
+	p, err := rt.Exec(context.Background(), id, runtime.ExecSpec{
+		Cmd:    []string{"sh", "-c", "echo first; sleep 3; echo second >&2"},
+		Stdout: writerFunc(func(b []byte) (int, error) { once.Do(func() { close(first) }); return out.Write(b) }),
+		Stderr: &out,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	select {
+	case <-first:
+		select {
+		case <-p.Done():
+			t.Error("the process ended before its first output was seen")
+		default:
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the first line did not arrive while the process ran")
+	}
+	if code, err := p.Wait(context.Background()); code != 0 || err != nil || out.String() != "first\nsecond\n" {
+		t.Errorf("streamed exec: %d %v %q", code, err, out.String())
+	}
+	// Standard input, closed to send end-of-file.
+	var echoed lockedBuffer
+	echoed.b = &bytes.Buffer{}
+	p, err = rt.Exec(context.Background(), id, runtime.ExecSpec{Cmd: []string{"cat"}, Stdin: true, Stdout: &echoed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	io.WriteString(p.Stdin(), "through stdin")
+	p.Stdin().Close()
+	if code, err := p.Wait(context.Background()); code != 0 || err != nil || echoed.String() != "through stdin" {
+		t.Errorf("stdin: %d %v %q", code, err, echoed.String())
+	}
+}
+
+func noNetwork(t *testing.T, rt runtime.Runtime, cfg Config) {
+	id := Started(t, rt, cfg, runtime.ContainerSpec{})
+	ifaces := sh(t, rt, id, "ls /sys/class/net")
+	if strings.TrimSpace(ifaces) != "lo" {
+		t.Errorf("a container without network has interfaces %q", ifaces)
+	}
+	out, code, _ := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"wget", "-T", "3", "-qO-", "http://1.1.1.1/"}})
+	if code == 0 {
+		t.Errorf("wget to the outside succeeded: %q", out)
+	}
+}
+
+func copyOut(t *testing.T, rt runtime.Runtime, cfg Config) {
+	id := Started(t, rt, cfg, runtime.ContainerSpec{})
+	sh(t, rt, id, "mkdir -p /logs/artifacts/sub && echo one > /logs/artifacts/a.txt && echo two > /logs/artifacts/sub/b.txt && ln -s /etc/passwd /logs/artifacts/link && ln -s ../../.. /logs/artifacts/sub/up")
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	skipped, err := rt.CopyOut(context.Background(), id, "/logs/artifacts", root, "artifacts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{"artifacts/a.txt": "one\n", "artifacts/sub/b.txt": "two\n"} {
+		got, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %q %v", file, got, err)
+		}
+	}
+	if len(skipped) != 2 {
+		t.Errorf("links must be skipped and listed, got %v", skipped)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "artifacts", "link")); err == nil {
+		t.Error("a symlink was copied out")
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -1,0 +1,130 @@
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupebench/troupe/runtime"
+)
+
+// Execer is what Open needs from a runtime.
+type Execer interface {
+	Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error)
+}
+
+// Tunnel is a running tunnel: `troupe tunnel` in a container, served on the
+// host.
+type Tunnel struct {
+	proc   runtime.Process
+	ready  chan struct{}
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	stderr bytes.Buffer
+	mu     sync.Mutex
+	err    error
+}
+
+// Open starts `binary tunnel --listen ADDR=NAME...` in a started container
+// and serves its host end, dialing targets with dial. Use Ready to wait
+// until the container end listens; Close to end it.
+func Open(ctx context.Context, rt Execer, id, binary string, listens []Listen, dial Dialer) (*Tunnel, error) {
+	cmd := []string{binary, "tunnel"}
+	for _, l := range listens {
+		cmd = append(cmd, "--listen", l.Addr+"="+l.Name)
+	}
+	t := &Tunnel{ready: make(chan struct{})}
+	pr, pw := io.Pipe()
+	proc, err := rt.Exec(ctx, id, runtime.ExecSpec{Cmd: cmd, Stdin: true, Stdout: pw, Stderr: &lockedWriter{mu: &t.mu, w: &t.stderr}})
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: start %s: %w", strings.Join(cmd, " "), err)
+	}
+	t.proc = proc
+	hostCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t.cancel = cancel
+	// The process's end is the stream's end.
+	t.wg.Go(func() {
+		<-proc.Done()
+		pw.CloseWithError(io.EOF)
+	})
+	t.wg.Go(func() {
+		err := Host(hostCtx, procConn{r: pr, w: proc.Stdin()}, dial, t.ready)
+		t.mu.Lock()
+		t.err = err
+		t.mu.Unlock()
+	})
+	return t, nil
+}
+
+// WaitReady waits until the container end listens, the tunnel ends, or ctx
+// ends; the error says which and what the tunnel printed.
+func (t *Tunnel) WaitReady(ctx context.Context) error {
+	select {
+	case <-t.ready:
+		return nil
+	case <-t.proc.Done():
+		_, err := t.proc.Wait(ctx)
+		return fmt.Errorf("tunnel ended before it listened: %v; it said: %s", err, strings.TrimSpace(t.Stderr()))
+	case <-ctx.Done():
+		return fmt.Errorf("tunnel not listening yet: %w; it said: %s", context.Cause(ctx), strings.TrimSpace(t.Stderr()))
+	}
+}
+
+// Done is closed when the tunnel process has exited.
+func (t *Tunnel) Done() <-chan struct{} { return t.proc.Done() }
+
+// Stderr is what the container end printed.
+func (t *Tunnel) Stderr() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stderr.String()
+}
+
+// Close ends the tunnel: the session closes, the container end sees its
+// input end and exits; Close waits for all of it, up to ten seconds for the
+// process.
+func (t *Tunnel) Close() error {
+	t.cancel()
+	if s := t.proc.Stdin(); s != nil {
+		s.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, werr := t.proc.Wait(ctx)
+	if errors.Is(werr, context.DeadlineExceeded) {
+		werr = fmt.Errorf("tunnel process still running after its input closed")
+	} else {
+		werr = nil // how the process ended after Close does not matter
+	}
+	perr := t.proc.Close()
+	t.wg.Wait()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return errors.Join(t.err, werr, perr)
+}
+
+// procConn joins the exec's output (a pipe) and input into one stream.
+type procConn struct {
+	r io.ReadCloser
+	w io.WriteCloser
+}
+
+func (c procConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c procConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+func (c procConn) Close() error                { return errors.Join(c.w.Close(), c.r.Close()) }
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,203 @@
+// Package tunnel carries TCP connections between a trial container and the
+// host over one byte stream, the standard input and output of an exec, so
+// that a container with no network reaches exactly the relay and the LLM
+// gateway, on a local or a remote Docker host alike.
+//
+// Inside the container, Listen accepts connections on loopback addresses
+// (127.0.0.1:3600 for the relay, 127.0.0.1:3601 for the gateway) and opens a
+// stream for each, named after its target; on the host, Serve accepts the
+// streams and dials the target registered under that name. The streams are
+// multiplexed with hashicorp/yamux. Once every listener is bound, the
+// container end opens a stream named "_ready", so the host learns, as an
+// event, that agents may start.
+package tunnel
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// readyName is the stream the container end opens when it listens.
+const readyName = "_ready"
+
+// Listen binds one in-container address to a host target.
+type Listen struct {
+	Addr string // e.g. 127.0.0.1:3600
+	Name string // e.g. relay
+}
+
+// ParseListen reads "ADDR=NAME", the form of troupe tunnel's --listen flag.
+func ParseListen(s string) (Listen, error) {
+	addr, name, ok := strings.Cut(s, "=")
+	if !ok || addr == "" || name == "" || strings.ContainsAny(name, "\n ") {
+		return Listen{}, fmt.Errorf("--listen %q is not ADDR=NAME, such as 127.0.0.1:3600=relay", s)
+	}
+	return Listen{Addr: addr, Name: name}, nil
+}
+
+func config() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.ConnectionWriteTimeout = 30 * time.Second
+	return cfg
+}
+
+// Container runs the container end over conn (the exec's stdin and stdout)
+// until the host goes away or ctx ends; every goroutine it starts has ended
+// when it returns.
+func Container(ctx context.Context, conn io.ReadWriteCloser, listens []Listen) error {
+	sess, err := yamux.Client(conn, config())
+	if err != nil {
+		return fmt.Errorf("tunnel: %w", err)
+	}
+	var lns []net.Listener
+	var wg sync.WaitGroup
+	defer func() {
+		sess.Close() // ends every stream, and so every splice
+		for _, ln := range lns {
+			ln.Close() // ends every accept loop
+		}
+		wg.Wait()
+	}()
+	var lc net.ListenConfig
+	for _, l := range listens {
+		ln, err := lc.Listen(ctx, "tcp", l.Addr)
+		if err != nil {
+			return fmt.Errorf("tunnel: listen on %s for %s: %w", l.Addr, l.Name, err)
+		}
+		lns = append(lns, ln)
+	}
+	for i, ln := range lns {
+		name := listens[i].Name
+		wg.Go(func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				wg.Go(func() { forward(sess, c, name) })
+			}
+		})
+	}
+	ready, err := sess.Open()
+	if err != nil {
+		return fmt.Errorf("tunnel: tell the host it is ready: %w", err)
+	}
+	fmt.Fprintf(ready, "%s\n", readyName)
+	ready.Close()
+	select {
+	case <-sess.CloseChan():
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// forward opens a stream for one accepted connection and splices the two.
+func forward(sess *yamux.Session, c net.Conn, name string) {
+	defer c.Close()
+	s, err := sess.Open()
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	if _, err := fmt.Fprintf(s, "%s\n", name); err != nil {
+		return
+	}
+	splice(c, s, s)
+}
+
+// Dialer reaches a named target on the host.
+type Dialer func(ctx context.Context, name string) (net.Conn, error)
+
+// Host serves the host end over conn until the container end goes away or
+// ctx ends. ready is closed when the container end listens. Every goroutine
+// it starts has ended when it returns.
+func Host(ctx context.Context, conn io.ReadWriteCloser, dial Dialer, ready chan<- struct{}) error {
+	sess, err := yamux.Server(conn, config())
+	if err != nil {
+		return fmt.Errorf("tunnel: %w", err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer sess.Close()
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+			sess.Close()
+		case <-sess.CloseChan():
+		}
+	})
+	readyOnce := sync.OnceFunc(func() { close(ready) })
+	for {
+		s, err := sess.AcceptStream()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, yamux.ErrSessionShutdown) || ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("tunnel: %w", err)
+		}
+		wg.Go(func() { serveStream(ctx, s, dial, readyOnce) })
+	}
+}
+
+func serveStream(ctx context.Context, s *yamux.Stream, dial Dialer, ready func()) {
+	defer s.Close()
+	br := bufio.NewReaderSize(s, 256)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return
+	}
+	name := strings.TrimSuffix(line, "\n")
+	if name == readyName {
+		ready()
+		return
+	}
+	target, err := dial(ctx, name)
+	if err != nil {
+		return // the in-container client sees its connection closed
+	}
+	defer target.Close()
+	splice(target, br, s)
+}
+
+// splice copies both ways until both sides have ended, then closes both. A
+// clean end of one direction is passed on as a half-close; an error closes
+// everything, so neither copy can outlive a dead session.
+func splice(a net.Conn, fromB io.Reader, toB io.WriteCloser) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := io.Copy(toB, a)
+		toB.Close()
+		if err != nil {
+			a.Close()
+		}
+	})
+	_, err := io.Copy(a, fromB)
+	if cw, ok := a.(interface{ CloseWrite() error }); ok && err == nil {
+		cw.CloseWrite()
+	} else {
+		a.Close()
+	}
+	wg.Wait()
+	a.Close()
+}
+
+// Stdio is the container end's connection: it reads standard input and
+// writes standard output.
+type Stdio struct {
+	In  io.ReadCloser
+	Out io.WriteCloser
+}
+
+func (s Stdio) Read(p []byte) (int, error)  { return s.In.Read(p) }
+func (s Stdio) Write(p []byte) (int, error) { return s.Out.Write(p) }
+func (s Stdio) Close() error                { return errors.Join(s.In.Close(), s.Out.Close()) }

@@ -20,10 +20,11 @@ import (
 // Member is one agent of a channel.
 type Member struct {
 	Pubkey string
-	// ID and Role are the agent's name and team role (lead-1, implementer);
-	// they are published in the channel's member list so agents can resolve
-	// teammates by id or role.
-	ID, Role string
+	// ID, Role and Kind are the agent's name, team role and kind (lead-1,
+	// lead, orchestrator); they are published in the channel's member list
+	// so agents can resolve teammates by id or role and find the
+	// orchestrator.
+	ID, Role, Kind string
 }
 
 // ChannelConfig describes a trial channel.
@@ -172,17 +173,18 @@ func validateChannel(cfg ChannelConfig) error {
 }
 
 // metadata signs the channel's 39000 (about) and 39002 (members) events.
-// Member tags are ["p", pubkey, "owner"|"member", agent id, team role].
+// Member tags are ["p", pubkey, "owner"|"member", agent id, team role,
+// kind]; the trial user is ["p", pubkey, "owner", "user", "user", "user"].
 func (ch *Channel) metadata() ([]*nostr.Event, error) {
 	now := nostr.Timestamp(ch.r.Now().Unix())
 	about := &nostr.Event{Kind: KindChannelMetadata, CreatedAt: now, Tags: nostr.Tags{
 		{"d", ch.cfg.ID}, {"name", cmp.Or(ch.cfg.Name, ch.cfg.ID)}, {"about", ch.cfg.About}, {"private"}, {"closed"},
 	}}
 	members := &nostr.Event{Kind: KindChannelMembers, CreatedAt: now, Tags: nostr.Tags{
-		{"d", ch.cfg.ID}, {"p", ch.cfg.UserPubkey, "owner", "user", "user"},
+		{"d", ch.cfg.ID}, {"p", ch.cfg.UserPubkey, "owner", "user", "user", "user"},
 	}}
 	for _, m := range ch.cfg.Members {
-		members.Tags = append(members.Tags, nostr.Tag{"p", m.Pubkey, "member", m.ID, m.Role})
+		members.Tags = append(members.Tags, nostr.Tag{"p", m.Pubkey, "member", m.ID, m.Role, m.Kind})
 	}
 	for _, ev := range []*nostr.Event{about, members} {
 		if err := ev.Sign(ch.r.SecretKey); err != nil {

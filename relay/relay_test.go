@@ -68,11 +68,11 @@ func startRelay(t testing.TB, configure func(*Relay)) *Relay {
 func newTrial(t testing.TB, workers int, configure func(*Relay)) *trial {
 	t.Helper()
 	tr := &trial{user: newKey(t), orch: newKey(t), outsider: newKey(t)}
-	members := []Member{{Pubkey: tr.orch.pk, ID: "lead-1", Role: "lead"}}
+	members := []Member{{Pubkey: tr.orch.pk, ID: "lead-1", Role: "lead", Kind: "orchestrator"}}
 	for i := range workers {
 		k := newKey(t)
 		tr.workers = append(tr.workers, k)
-		members = append(members, Member{Pubkey: k.pk, ID: fmt.Sprintf("worker-%d", i+1), Role: "implementer"})
+		members = append(members, Member{Pubkey: k.pk, ID: fmt.Sprintf("worker-%d", i+1), Role: "implementer", Kind: "worker"})
 	}
 	dir := t.TempDir()
 	tr.transcript = filepath.Join(dir, "transcript.jsonl")
@@ -165,7 +165,16 @@ func query(t testing.TB, c client, f nostr.Filter) []*nostr.Event {
 		case ev := <-sub.Events:
 			out = append(out, ev)
 		case <-sub.EOSE:
-			return out
+			// The stored events precede EOSE, but select may see EOSE
+			// first: take what is already buffered.
+			for {
+				select {
+				case ev := <-sub.Events:
+					out = append(out, ev)
+				default:
+					return out
+				}
+			}
 		case reason := <-sub.Closed:
 			t.Fatalf("query closed: %s", reason)
 		case <-time.After(5 * time.Second):
@@ -628,12 +637,12 @@ func TestMetadataProfilesAndInfo(t *testing.T) {
 		if ev.Kind == KindChannelMembers {
 			var lead nostr.Tag
 			for _, tag := range ev.Tags {
-				if len(tag) >= 5 && tag[0] == "p" && tag[1] == tr.orch.pk {
+				if len(tag) >= 6 && tag[0] == "p" && tag[1] == tr.orch.pk {
 					lead = tag
 				}
 			}
-			if lead == nil || lead[3] != "lead-1" || lead[4] != "lead" || !ev.Tags.ContainsAny("p", []string{tr.user.pk}) {
-				t.Errorf("member list lacks the lead as [p, pubkey, member, id, role] or the user: %v", ev.Tags)
+			if lead == nil || lead[3] != "lead-1" || lead[4] != "lead" || lead[5] != "orchestrator" || !ev.Tags.ContainsAny("p", []string{tr.user.pk}) {
+				t.Errorf("member list lacks the lead as [p, pubkey, member, id, role, kind] or the user: %v", ev.Tags)
 			}
 		}
 	}

@@ -351,3 +351,20 @@ func TestExampleTaskLayout(t *testing.T) {
 		t.Error("the example environment must build offline from the seeded busybox image")
 	}
 }
+
+func TestAgentNeedsTheStackContract(t *testing.T) {
+	isolate(t)
+	for _, k := range []string{"TROUPE_RELAY_URL", "TROUPE_PRIVATE_KEY_FILE", "TROUPE_LLM_TOKEN_FILE", "TROUPE_CHANNEL", "TROUPE_LLM_BASE_URL",
+		"TROUPE_MODEL", "TROUPE_SYSTEM_PROMPT_FILE", "TROUPE_MAX_ROUNDS", "TROUPE_DEADLINE", "TROUPE_WORKDIR"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("TROUPE_CHANNEL", "dev")
+	code, _, errOut := troupe(t, "agent")
+	if code != exitFailed || !strings.Contains(errOut, "the stack contract is not met (docs/stacks.md)") ||
+		!strings.Contains(errOut, "TROUPE_RELAY_URL is not set") || strings.Contains(errOut, "TROUPE_CHANNEL is not set") {
+		t.Errorf("agent without its environment: exit %d\n%s", code, errOut)
+	}
+	if code, out, _ := troupe(t, "agent", "--help"); code != exitOK || !strings.Contains(out, "TROUPE_SYSTEM_PROMPT_FILE  the composed persona prompt") {
+		t.Errorf("agent --help: %d %q", code, out)
+	}
+}

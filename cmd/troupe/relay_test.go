@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip19"
+	"github.com/troupebench/troupe/relay"
 )
 
 func TestRelayCommand(t *testing.T) {
@@ -96,6 +97,9 @@ func TestRelayCommand(t *testing.T) {
 		{[]string{"relay", "--member", npub}, "--member needs --channel"},
 		{[]string{"relay", "--channel", "x"}, "--channel needs at least one --member"},
 		{[]string{"relay", "--channel", "x", "--member", "nope"}, "64 hex digits or an npub"},
+		{[]string{"relay", "--channel", "x", "--member", "lead-1:lead:boss=" + npub}, `kind "boss" is neither orchestrator nor worker`},
+		{[]string{"relay", "--channel", "x", "--member", "a:b:c:d=" + npub}, "ID[:ROLE[:KIND]]=KEY"},
+		{[]string{"relay", "--channel", "x", "--member", "lead-1:lead"}, "--member lead-1:lead has no key: give ID=KEY (a key is 64 hex digits or an npub), or --keys-dir to generate one"},
 	} {
 		if code, _, errOut := troupe(t, tt.args...); code != exitUsage || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%v: exit %d %s", tt.args, code, errOut)
@@ -119,4 +123,26 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+func TestParseMember(t *testing.T) {
+	pk := strings.Repeat("ab", 32)
+	for _, tt := range []struct {
+		in   string
+		want relay.Member
+	}{
+		{pk, relay.Member{Pubkey: pk, ID: "member-3"}},
+		{"lead-1=" + pk, relay.Member{Pubkey: pk, ID: "lead-1"}},
+		{"worker-1:implementer=" + strings.ToUpper(pk), relay.Member{Pubkey: pk, ID: "worker-1", Role: "implementer"}},
+		{"lead-1:lead:orchestrator=" + pk, relay.Member{Pubkey: pk, ID: "lead-1", Role: "lead", Kind: "orchestrator"}},
+	} {
+		got, sk, err := parseMember(tt.in, 2)
+		if err != nil || got != tt.want || sk != "" {
+			t.Errorf("%s: %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+	}
+	m, sk, err := parseMember("lead-1:lead:orchestrator", 0)
+	if pk, _ := nostr.GetPublicKey(sk); err != nil || m.ID != "lead-1" || m.Kind != "orchestrator" || pk != m.Pubkey {
+		t.Errorf("generated member %+v, key %q, %v", m, sk, err)
+	}
 }

@@ -1,0 +1,156 @@
+// Package agent is troupe's reference agent, run as `troupe agent` inside a
+// trial container: a team member that talks on the relay, thinks with any
+// OpenAI-compatible model (through troupe's gateway in a trial), and works
+// with shell and file tools.
+//
+// It is also the proof of the stack contract (docs/stacks.md): every input
+// comes from TROUPE_* environment variables and files only this agent's user
+// can read; any program honouring the same contract can be a team member.
+//
+// The agent authenticates to the relay (NIP-42), learns its team from the
+// channel's member list, and follows the channel. A message that mentions it
+// (a p tag) starts a turn: the model sees the system prompt, the time left,
+// recent channel history and the message, and calls tools until it answers
+// without one. Nothing reaches the channel but what it sends with the
+// send_message tool; the orchestrator ends the trial with a message that
+// starts "DONE:".
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// The stack contract's environment variables.
+const (
+	EnvRelayURL         = "TROUPE_RELAY_URL"
+	EnvPrivateKeyFile   = "TROUPE_PRIVATE_KEY_FILE"
+	EnvLLMTokenFile     = "TROUPE_LLM_TOKEN_FILE"
+	EnvChannel          = "TROUPE_CHANNEL"
+	EnvLLMBaseURL       = "TROUPE_LLM_BASE_URL"
+	EnvModel            = "TROUPE_MODEL"
+	EnvSystemPromptFile = "TROUPE_SYSTEM_PROMPT_FILE"
+	EnvMaxRounds        = "TROUPE_MAX_ROUNDS"
+	EnvDeadline         = "TROUPE_DEADLINE"
+	EnvWorkdir          = "TROUPE_WORKDIR"
+	// EnvAgentID is optional: the agent's name for its logs. The agent finds
+	// its id in the channel's member list anyway.
+	EnvAgentID = "TROUPE_AGENT_ID"
+)
+
+// DefaultMaxRounds bounds the model calls of one turn when
+// TROUPE_MAX_ROUNDS is 0 or unset.
+const DefaultMaxRounds = 40
+
+// Config is the agent's whole input.
+type Config struct {
+	RelayURL   string
+	SecretKey  string // hex; never logged
+	PublicKey  string
+	LLMToken   string // never logged
+	Channel    string
+	LLMBaseURL string
+	Model      string
+	System     string
+	MaxRounds  int
+	Deadline   time.Time
+	Workdir    string
+	AgentID    string
+}
+
+// ConfigFromEnv reads the stack contract. Every problem is reported, each
+// naming its variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	var c Config
+	var errs []error
+	need := func(name string) string {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is not set", name))
+		}
+		return v
+	}
+	readFile := func(name string) string {
+		path := need(name)
+		if path == "" {
+			return ""
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	c.RelayURL = need(EnvRelayURL)
+	c.Channel = need(EnvChannel)
+	c.LLMBaseURL = strings.TrimSuffix(need(EnvLLMBaseURL), "/")
+	c.Model = need(EnvModel)
+	c.Workdir = need(EnvWorkdir)
+	c.SecretKey = readFile(EnvPrivateKeyFile)
+	c.LLMToken = readFile(EnvLLMTokenFile)
+	if path := need(EnvSystemPromptFile); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvSystemPromptFile, err))
+		}
+		c.System = string(b)
+	}
+	if c.SecretKey != "" {
+		pk, err := nostr.GetPublicKey(c.SecretKey)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: the file does not hold a hex secret key", EnvPrivateKeyFile))
+		}
+		c.PublicKey = pk
+	}
+	if v := strings.TrimSpace(getenv(EnvMaxRounds)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a whole number (0 for the default)", EnvMaxRounds, v))
+		}
+		c.MaxRounds = n
+	}
+	if c.MaxRounds == 0 {
+		c.MaxRounds = DefaultMaxRounds
+	}
+	if v := need(EnvDeadline); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not an RFC 3339 time", EnvDeadline, v))
+		}
+		c.Deadline = t
+	}
+	if c.Workdir != "" {
+		if info, err := os.Stat(c.Workdir); err != nil || !info.IsDir() {
+			errs = append(errs, fmt.Errorf("%s=%q is not a folder", EnvWorkdir, c.Workdir))
+		}
+	}
+	c.AgentID = strings.TrimSpace(getenv(EnvAgentID))
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("agent: the stack contract is not met (docs/stacks.md):\n%w", err)
+	}
+	return c, nil
+}
+
+// Main is `troupe agent`: it reads the stack contract from getenv, logs JSON
+// lines to logs, and runs until ctx ends (SIGTERM) or the deadline is near.
+func Main(ctx context.Context, getenv func(string) string, logs io.Writer) error {
+	cfg, err := ConfigFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	if cfg.AgentID != "" {
+		log = log.With("agent", cfg.AgentID)
+	}
+	return New(cfg, log).Run(ctx)
+}

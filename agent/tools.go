@@ -1,0 +1,215 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Limits of the tools.
+const (
+	shellDefaultTimeout = 2 * time.Minute
+	shellMaxTimeout     = 15 * time.Minute
+	outputCap           = 16 << 10 // shell output and file reads kept for the model
+)
+
+func spec(name, description string, properties map[string]any, required ...string) toolSpec {
+	var s toolSpec
+	s.Type = "function"
+	s.Function.Name = name
+	s.Function.Description = description
+	s.Function.Parameters = map[string]any{"type": "object", "properties": properties, "required": required}
+	return s
+}
+
+var str = map[string]any{"type": "string"}
+
+// toolSpecs are the tools the model may call.
+var toolSpecs = []toolSpec{
+	spec("shell", "Run a command with sh -c in the working folder. Returns the exit status and the output (stdout and stderr, trimmed in the middle if long).",
+		map[string]any{"command": str, "timeout_seconds": map[string]any{"type": "integer", "description": "default 120, at most 900"}}, "command"),
+	spec("read_file", "Read a text file (a path relative to the working folder, or absolute).", map[string]any{"path": str}, "path"),
+	spec("write_file", "Write a text file, creating its folders; replaces the file if it exists.", map[string]any{"path": str, "content": str}, "path", "content"),
+	spec("list_dir", "List a folder: each entry's kind, size and name.", map[string]any{"path": str}),
+	spec("send_message", "Send a message to the team channel. Only mentioned teammates are woken: give their ids or roles (or \"user\"). The orchestrator ends the trial with a message whose content starts with DONE:.",
+		map[string]any{"content": str, "mentions": map[string]any{"type": "array", "items": str}}, "content", "mentions"),
+}
+
+// toolResult is what the model sees of a tool call, and what the log says.
+type toolResult struct {
+	content string
+	failed  bool
+}
+
+// runTool executes one tool call.
+func (a *Agent) runTool(ctx context.Context, name, rawArgs string) toolResult {
+	var args map[string]any
+	if err := json.Unmarshal([]byte(rawArgs), &args); err != nil && rawArgs != "" {
+		return toolResult{fmt.Sprintf("error: the arguments are not a JSON object: %v", err), true}
+	}
+	get := func(k string) string { s, _ := args[k].(string); return s }
+	switch name {
+	case "shell":
+		timeout := shellDefaultTimeout
+		if v, ok := args["timeout_seconds"].(float64); ok && v > 0 {
+			timeout = min(time.Duration(v)*time.Second, shellMaxTimeout)
+		}
+		return a.shell(ctx, get("command"), timeout)
+	case "read_file":
+		data, err := os.ReadFile(a.path(get("path")))
+		if err != nil {
+			return toolResult{"error: " + err.Error(), true}
+		}
+		return toolResult{capText(string(data)), false}
+	case "write_file":
+		p := a.path(get("path"))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return toolResult{"error: " + err.Error(), true}
+		}
+		if err := os.WriteFile(p, []byte(get("content")), 0o644); err != nil {
+			return toolResult{"error: " + err.Error(), true}
+		}
+		return toolResult{fmt.Sprintf("wrote %d bytes to %s", len(get("content")), p), false}
+	case "list_dir":
+		p := a.path(cmpOr(get("path"), "."))
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return toolResult{"error: " + err.Error(), true}
+		}
+		var b strings.Builder
+		for _, e := range entries {
+			kind, size := "file", int64(0)
+			if info, err := e.Info(); err == nil {
+				size = info.Size()
+			}
+			if e.IsDir() {
+				kind = "dir"
+			}
+			fmt.Fprintf(&b, "%s\t%d\t%s\n", kind, size, e.Name())
+		}
+		if b.Len() == 0 {
+			return toolResult{"(empty)", false}
+		}
+		return toolResult{capText(b.String()), false}
+	case "send_message":
+		var mentions []string
+		if list, ok := args["mentions"].([]any); ok {
+			for _, m := range list {
+				if s, ok := m.(string); ok {
+					mentions = append(mentions, s)
+				}
+			}
+		}
+		if err := a.send(ctx, get("content"), mentions); err != nil {
+			return toolResult{"error: " + err.Error(), true}
+		}
+		return toolResult{"sent", false}
+	}
+	return toolResult{fmt.Sprintf("error: there is no tool %q; the tools are shell, read_file, write_file, list_dir and send_message", name), true}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (a *Agent) path(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(a.cfg.Workdir, p)
+}
+
+// shell runs a command in its own process group, so that a timeout, the
+// deadline or SIGTERM ends everything it started.
+func (a *Agent) shell(ctx context.Context, command string, timeout time.Duration) toolResult {
+	if strings.TrimSpace(command) == "" {
+		return toolResult{"error: no command", true}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	cmd.Dir = a.cfg.Workdir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	// Whatever the command left running in its group goes too.
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	code := 0
+	var exitErr *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return toolResult{fmt.Sprintf("error: the command did not finish within %s and was killed\n%s", timeout, capText(out.String())), true}
+	case errors.As(err, &exitErr):
+		code = exitErr.ExitCode()
+	case err != nil:
+		return toolResult{"error: " + err.Error(), true}
+	}
+	return toolResult{fmt.Sprintf("exit %d\n%s", code, capText(out.String())), code != 0}
+}
+
+// capText keeps the start and the end of a long text.
+func capText(s string) string {
+	if len(s) <= outputCap {
+		return s
+	}
+	half := outputCap / 2
+	return s[:half] + fmt.Sprintf("\n… %d bytes left out …\n", len(s)-outputCap) + s[len(s)-half:]
+}
+
+// resolveMentions turns teammate ids, roles or "user" into pubkeys. An
+// unknown name is an error for the model to fix, never a silent miss.
+func (t *team) resolveMentions(names []string) ([]string, error) {
+	var out []string
+	var unknown []string
+	add := func(pk string) {
+		if !slices.Contains(out, pk) {
+			out = append(out, pk)
+		}
+	}
+	for _, raw := range names {
+		name := strings.TrimPrefix(strings.TrimSpace(raw), "@")
+		found := false
+		for _, m := range t.members {
+			if strings.EqualFold(m.ID, name) {
+				add(m.Pubkey)
+				found = true
+			}
+		}
+		if !found {
+			for _, m := range t.members {
+				if m.Role != "" && strings.EqualFold(m.Role, name) && m.ID != "user" {
+					add(m.Pubkey)
+					found = true
+				}
+			}
+		}
+		if !found && len(name) == 64 && t.byPubkey(name) != nil {
+			add(name)
+			found = true
+		}
+		if !found {
+			unknown = append(unknown, raw)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("unknown teammate %s; mention ids or roles of the team: %s", strings.Join(unknown, ", "), t.describe())
+	}
+	return out, nil
+}

@@ -1,0 +1,218 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sk := nostr.GeneratePrivateKey()
+	pk, _ := nostr.GetPublicKey(sk)
+	good := map[string]string{
+		EnvRelayURL:         "ws://127.0.0.1:3600",
+		EnvPrivateKeyFile:   write("key", sk+"\n"),
+		EnvLLMTokenFile:     write("token", "tok-123\n"),
+		EnvChannel:          "trial-1",
+		EnvLLMBaseURL:       "http://127.0.0.1:3601/v1/",
+		EnvModel:            "lead-1",
+		EnvSystemPromptFile: write("prompt.md", "You lead.\n"),
+		EnvDeadline:         "2026-11-30T12:00:00Z",
+		EnvWorkdir:          dir,
+	}
+	with := func(changes map[string]string) func(string) string {
+		env := map[string]string{}
+		for k, v := range good {
+			env[k] = v
+		}
+		for k, v := range changes {
+			env[k] = v
+		}
+		return func(k string) string { return env[k] }
+	}
+	c, err := ConfigFromEnv(with(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PublicKey != pk || c.SecretKey != sk || c.LLMToken != "tok-123" || c.LLMBaseURL != "http://127.0.0.1:3601/v1" ||
+		c.System != "You lead.\n" || c.MaxRounds != DefaultMaxRounds || !c.Deadline.Equal(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) {
+		t.Errorf("config %+v", c)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		changes map[string]string
+		want    []string
+	}{
+		{"nothing set", map[string]string{EnvRelayURL: "", EnvPrivateKeyFile: "", EnvLLMTokenFile: "", EnvChannel: "", EnvLLMBaseURL: "", EnvModel: "", EnvSystemPromptFile: "", EnvDeadline: "", EnvWorkdir: ""},
+			[]string{"TROUPE_RELAY_URL is not set", "TROUPE_PRIVATE_KEY_FILE is not set", "TROUPE_LLM_TOKEN_FILE is not set", "TROUPE_CHANNEL is not set",
+				"TROUPE_LLM_BASE_URL is not set", "TROUPE_MODEL is not set", "TROUPE_SYSTEM_PROMPT_FILE is not set", "TROUPE_DEADLINE is not set", "TROUPE_WORKDIR is not set", "docs/stacks.md"}},
+		{"bad key", map[string]string{EnvPrivateKeyFile: write("badkey", "not hex")}, []string{"TROUPE_PRIVATE_KEY_FILE: the file does not hold a hex secret key"}},
+		{"missing token file", map[string]string{EnvLLMTokenFile: filepath.Join(dir, "absent")}, []string{"TROUPE_LLM_TOKEN_FILE: open", "no such file"}},
+		{"bad deadline", map[string]string{EnvDeadline: "tomorrow"}, []string{`TROUPE_DEADLINE="tomorrow" is not an RFC 3339 time`}},
+		{"bad rounds", map[string]string{EnvMaxRounds: "-3"}, []string{`TROUPE_MAX_ROUNDS="-3" is not a whole number`}},
+		{"workdir is a file", map[string]string{EnvWorkdir: good[EnvLLMTokenFile]}, []string{"TROUPE_WORKDIR=", "is not a folder"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ConfigFromEnv(with(tc.changes))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), sk) {
+				t.Errorf("the error shows the secret key")
+			}
+		})
+	}
+}
+
+func TestResolveMentions(t *testing.T) {
+	tm := &team{members: []member{
+		{Pubkey: strings.Repeat("a", 64), ID: "lead-1", Role: "lead", Kind: "orchestrator"},
+		{Pubkey: strings.Repeat("b", 64), ID: "worker-1", Role: "implementer", Kind: "worker"},
+		{Pubkey: strings.Repeat("c", 64), ID: "worker-2", Role: "implementer", Kind: "worker"},
+		{Pubkey: strings.Repeat("d", 64), ID: "user", Role: "user", Kind: "user"},
+	}}
+	a, b, c, d := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64), strings.Repeat("d", 64)
+	for _, tc := range []struct {
+		names []string
+		want  []string
+		err   string
+	}{
+		{names: []string{"lead-1"}, want: []string{a}},
+		{names: []string{"@Worker-1", " lead "}, want: []string{b, a}},
+		{names: []string{"implementer"}, want: []string{b, c}},
+		{names: []string{"user"}, want: []string{d}},
+		{names: []string{"worker-1", "implementer"}, want: []string{b, c}},
+		{names: []string{c}, want: []string{c}},
+		{names: nil, want: nil},
+		{names: []string{"nobody", "lead", "ghost"}, err: "unknown teammate nobody, ghost; mention ids or roles of the team: lead-1 (lead), worker-1 (implementer), worker-2 (implementer), user (user)"},
+		{names: []string{strings.Repeat("e", 64)}, err: "unknown teammate"},
+	} {
+		got, err := tm.resolveMentions(tc.names)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: error %v, want %q", tc.names, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%v: %v, %v; want %v", tc.names, got, err, tc.want)
+		}
+	}
+}
+
+func TestCapText(t *testing.T) {
+	short := strings.Repeat("x", outputCap)
+	if capText(short) != short {
+		t.Error("a text at the cap was changed")
+	}
+	long := strings.Repeat("a", outputCap) + strings.Repeat("z", outputCap)
+	got := capText(long)
+	if len(got) > outputCap+64 || !strings.HasPrefix(got, "aaa") || !strings.HasSuffix(got, "zzz") || !strings.Contains(got, "16384 bytes left out") {
+		t.Errorf("capped text: %d bytes, %q…%q", len(got), got[:10], got[len(got)-10:])
+	}
+}
+
+func TestDecodeAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		header string
+		body   string
+		budget bool
+		wait   time.Duration
+		err    string
+	}{
+		{status: 200, body: `{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`},
+		{status: 200, body: `{"choices":[]}`, err: "an answer without choices"},
+		{status: 200, body: `<html>`, err: "an answer without choices"},
+		{status: 429, header: "7", body: `{"error":{"message":"slow down","type":"rate_limit"}}`, wait: 7 * time.Second, err: "429 slow down"},
+		{status: 429, body: `{"error":{"message":"max_calls spent","type":"budget_exhausted"}}`, budget: true},
+		{status: 429, body: `{"error":{"message":"spent","code":"budget_exhausted"}}`, budget: true},
+		{status: 503, body: "upstream down", err: "503 upstream down"},
+	} {
+		resp, status, wait, err := decodeAnswer(tc.status, tc.header, []byte(tc.body))
+		var budget *errBudget
+		switch {
+		case tc.budget:
+			if !errors.As(err, &budget) {
+				t.Errorf("%s: %v, want a budget refusal", tc.body, err)
+			}
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) || errors.As(err, &budget) {
+				t.Errorf("%s: %v, want %q", tc.body, err, tc.err)
+			}
+		default:
+			if err != nil || resp == nil || len(resp.Choices) != 1 {
+				t.Errorf("%s: %v", tc.body, err)
+			}
+		}
+		if status != tc.status || wait != tc.wait {
+			t.Errorf("%s: status %d wait %s", tc.body, status, wait)
+		}
+	}
+}
+
+// FuzzDecodeAnswer: any answer from a model API is a response or an error,
+// never a panic.
+func FuzzDecodeAnswer(f *testing.F) {
+	f.Add(200, "", []byte(`{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"1","function":{"name":"shell","arguments":"{}"}}]}}]}`))
+	f.Add(429, "3", []byte(`{"error":{"type":"budget_exhausted","code":429}}`))
+	f.Add(500, "Wed, 21 Oct 2015 07:28:00 GMT", []byte(`{"error":null}`))
+	f.Fuzz(func(t *testing.T, status int, header string, body []byte) {
+		resp, _, _, err := decodeAnswer(status, header, body)
+		if err == nil && (resp == nil || len(resp.Choices) == 0) {
+			t.Fatalf("no error and no choice for %q", body)
+		}
+	})
+}
+
+// FuzzRelayMessage: whatever the relay sends, the client's reader sorts it
+// without panicking, delivers events only to live subscriptions, and answers
+// a waiting request at most once.
+func FuzzRelayMessage(f *testing.F) {
+	ev := nostr.Event{Kind: 9, Content: "hi", CreatedAt: 1}
+	evJSON, _ := json.Marshal(ev)
+	for _, s := range []string{
+		`["AUTH","challenge"]`, `["OK","e1",true,""]`, `["OK","e1",false,"restricted: no"]`,
+		`["EVENT","s1",` + string(evJSON) + `]`, `["EOSE","s1"]`, `["EOSE","s1"]`, `["CLOSED","s1","auth-required: who"]`,
+		`["NOTICE","x"]`, `[]`, `{}`, `["EVENT","s1",null]`, `["OK",1,2,3]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &relayConn{gotAUTH: make(chan struct{}), oks: map[string]chan string{}, subs: map[string]*subscription{}}
+		ok := make(chan string, 1)
+		r.oks["e1"] = ok
+		s := &subscription{id: "s1", events: make(chan *nostr.Event, 1), eose: make(chan struct{}), closed: make(chan string, 1)}
+		r.subs["s1"] = s
+		for range 2 { // twice: a repeated message must be harmless too
+			sub, got := r.handle(data)
+			if got != nil && sub != s {
+				t.Fatalf("an event for an unknown subscription was delivered")
+			}
+			if got != nil && s.ended {
+				t.Fatalf("an event for an ended subscription was delivered")
+			}
+		}
+	})
+}

@@ -25,6 +25,12 @@ const (
 	// MaxMappingEntries bounds the keys of one block mapping: goccy's parser
 	// takes time quadratic in that number (10,000 keys cost half a second).
 	MaxMappingEntries = 5_000
+	// MaxPathBytes bounds the summed length of the paths to a document's
+	// values ($.roster[3].generation is 21 bytes): goccy's parser builds each
+	// one by copying its parent's, so a long key over many values, or deep
+	// nesting, costs the product of the two. An ordinary 1 MiB document needs
+	// a few MiB.
+	MaxPathBytes = 64 << 20
 )
 
 // Parse reads one YAML document. The file name only labels errors. An empty
@@ -36,7 +42,7 @@ func Parse(file string, data []byte) (root *Node, err error) {
 		return nil, err
 	}
 	tokens := lexer.Tokenize(string(data))
-	if err := checkMappingSizes(file, tokens); err != nil {
+	if err := checkStructure(file, tokens); err != nil {
 		return nil, err
 	}
 	// goccy's parser has panicked on inputs found by fuzzing; a panic there is
@@ -106,49 +112,170 @@ func printable(r rune) bool {
 	return false
 }
 
-// checkMappingSizes counts the keys of each block mapping from the token
-// stream, before the parser sees them (see MaxMappingEntries). It may count
-// two neighbouring mappings at one column as one; that only matters for
-// documents far larger than any manifest.
-func checkMappingSizes(file string, tokens token.Tokens) error {
-	type open struct{ col, keys int }
-	var stack []open
-	flow := 0
+// checkStructure reads the token stream before goccy's parser does, in one
+// pass, and refuses what would make that parser slow:
+//
+//   - a second document, which PyYAML's safe_load refuses too: goccy splits
+//     documents in time quadratic in their number, and silently drops what
+//     follows two document markers in a row;
+//   - nesting deeper than the builder accepts (MaxDepth), before goccy spends
+//     time quadratic in the depth on it;
+//   - a block mapping with more than MaxMappingEntries keys;
+//   - key paths adding up to more than MaxPathBytes.
+//
+// It follows block collections by the column of their entries. It may take
+// two neighbouring mappings at one column for one, which only matters for
+// documents far larger than any manifest. It counts no more levels than a
+// document has (but for complex "? key" entries, which the builder refuses
+// anyway), so it refuses no depth the builder would accept.
+func checkStructure(file string, tokens token.Tokens) error {
+	type level struct {
+		col  int // column of a block collection's entries; 0 for a flow one
+		seq  bool
+		keys int
+		// path and item estimate the length of goccy's path to the
+		// collection and to its latest entry ($.roster[3].generation).
+		path, item int
+	}
+	var stack []level
+	flow := 0 // flow levels on top of stack
+	docs, inDoc, directiveLine := 0, false, 0
+	cost := 0
+	fail := func(tk *token.Token, format string, args ...any) error {
+		return &Error{File: file, Line: tk.Position.Line, Col: tk.Position.Column, Err: fmt.Errorf(format, args...)}
+	}
+	push := func(tk *token.Token, l level) error {
+		l.path = 1 // "$"
+		if len(stack) > 0 {
+			l.path = stack[len(stack)-1].item
+		}
+		stack = append(stack, l)
+		if len(stack) > MaxDepth+1 {
+			return fail(tk, "nested more than %d levels deep", MaxDepth)
+		}
+		return nil
+	}
+	// entry starts an entry of the innermost collection; seg is what it adds
+	// to the path: an index or a key.
+	entry := func(tk *token.Token, seg int) error {
+		top := &stack[len(stack)-1]
+		top.item = top.path + seg
+		cost += top.item
+		if cost > MaxPathBytes {
+			return fail(tk, "the paths to this document's values add up to more than %d bytes (long keys over many values, or deep nesting); this is not a file troupe reads", MaxPathBytes)
+		}
+		return nil
+	}
+	const indexSegment = 8 // "[12345]"
 	for i, tk := range tokens {
 		switch tk.Type {
-		case token.MappingStartType, token.SequenceStartType:
-			flow++
-		case token.MappingEndType, token.SequenceEndType:
-			flow = max(flow-1, 0)
-		case token.DocumentHeaderType, token.DocumentEndType:
-			stack = stack[:0]
-		case token.SequenceEntryType:
-			if flow == 0 {
-				for len(stack) > 0 && stack[len(stack)-1].col > tk.Position.Column {
-					stack = stack[:len(stack)-1]
-				}
+		case token.CommentType:
+			continue
+		case token.DirectiveType:
+			directiveLine = tk.Position.Line
+			continue
+		case token.DocumentHeaderType:
+			if docs > 0 {
+				return fail(tk, "expected a single YAML document, found a second one here")
 			}
-		case token.MappingValueType:
-			if flow > 0 || i == 0 {
+			docs, inDoc = 1, true
+			continue
+		case token.DocumentEndType:
+			inDoc = false
+			continue
+		}
+		if tk.Position.Line == directiveLine {
+			continue // the directive's own words
+		}
+		if !inDoc {
+			if docs > 0 {
+				return fail(tk, "expected a single YAML document, found a second one here")
+			}
+			docs, inDoc = 1, true
+		}
+		var err error
+		switch tk.Type {
+		case token.SequenceStartType, token.MappingStartType:
+			if err = push(tk, level{seq: tk.Type == token.SequenceStartType}); err == nil {
+				flow++
+				err = entry(tk, indexSegment)
+			}
+		case token.SequenceEndType, token.MappingEndType:
+			if flow > 0 {
+				flow--
+				stack = stack[:len(stack)-1]
+			}
+		case token.CollectEntryType:
+			if flow > 0 {
+				err = entry(tk, indexSegment)
+			}
+		case token.SequenceEntryType:
+			if flow > 0 {
 				continue
 			}
-			key := tokens[i-1]
-			col := key.Position.Column
+			col := tk.Position.Column
 			for len(stack) > 0 && stack[len(stack)-1].col > col {
 				stack = stack[:len(stack)-1]
 			}
+			// A sequence may sit at the column of the mapping key it is
+			// the value of; it is still a level of its own.
+			if len(stack) == 0 || stack[len(stack)-1].col != col || !stack[len(stack)-1].seq {
+				err = push(tk, level{col: col, seq: true})
+			}
+			if err == nil {
+				err = entry(tk, indexSegment)
+			}
+		case token.MappingValueType:
+			if i == 0 {
+				continue
+			}
+			key := tokens[i-1]
+			seg := len(key.Value) + 3 // ".key", quoted when odd
+			if flow > 0 {
+				// The key lengthens the path of the entry begun at "{" or ",".
+				err = entry(key, stack[len(stack)-1].item-stack[len(stack)-1].path+seg)
+				break
+			}
+			col := entryColumn(tokens, i-1)
+			for len(stack) > 0 && (stack[len(stack)-1].col > col || stack[len(stack)-1].col == col && stack[len(stack)-1].seq) {
+				stack = stack[:len(stack)-1]
+			}
 			if len(stack) > 0 && stack[len(stack)-1].col == col {
-				stack[len(stack)-1].keys++
-				if stack[len(stack)-1].keys > MaxMappingEntries {
-					return &Error{File: file, Line: key.Position.Line, Col: col,
+				if stack[len(stack)-1].keys++; stack[len(stack)-1].keys > MaxMappingEntries {
+					return &Error{File: file, Line: key.Position.Line, Col: key.Position.Column,
 						Err: fmt.Errorf("more than %d keys in one mapping; this is not a file troupe reads", MaxMappingEntries)}
 				}
 			} else {
-				stack = append(stack, open{col: col, keys: 1})
+				err = push(key, level{col: col, keys: 1})
 			}
+			if err == nil {
+				err = entry(key, seg)
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// entryColumn is the column where the block mapping entry whose key is
+// tokens[k] starts: at the key, or at a tag or anchor written before it on
+// its line (&a key: value).
+func entryColumn(tokens token.Tokens, k int) int {
+	start := k
+	for j := k - 1; j >= 0 && tokens[j].Position.Line == tokens[k].Position.Line; j-- {
+		switch tokens[j].Type {
+		case token.TagType, token.AnchorType, token.AliasType:
+			start = j
+			continue
+		}
+		if j > 0 && (tokens[j-1].Type == token.AnchorType || tokens[j-1].Type == token.AliasType) {
+			continue // the anchor's or alias's name
+		}
+		break
+	}
+	return tokens[start].Position.Column
 }
 
 // syntaxError turns goccy's error into a located *Error.

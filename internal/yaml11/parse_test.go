@@ -91,6 +91,43 @@ func TestParseRefusesHostileInput(t *testing.T) {
 	}
 }
 
+// TestParseRefusesCostlyInputQuickly feeds documents just under a manifest's
+// size limit on which goccy's parser takes time quadratic in their size
+// (tens of seconds to minutes each) unless checkStructure refuses them from
+// the token stream first.
+func TestParseRefusesCostlyInputQuickly(t *testing.T) {
+	const size = 900 << 10
+	rep := strings.Repeat
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"many documents", rep("---\na\n", size/6), "single YAML document"},
+		{"deep flow nesting", rep("[", size/2) + rep("]", size/2), "levels deep"},
+		{"unclosed flow mappings", rep("{a: ", size/4), "levels deep"},
+		{"deep block nesting", rep("- ", size/2) + "a\n", "levels deep"},
+		{"long key over many items", rep("k", size/2) + ":\n" + rep("- a\n", size/8), "paths to this document's values"},
+		{"anchored long key over a flow list", "&x " + rep("k", size/2) + ": [" + rep("a,", size/4) + "]\n", "paths to this document's values"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := Parse("x.yaml", []byte(tt.doc))
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("got %v, want an error saying %q", err, tt.want)
+				}
+				assertLocated(t, err)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("still parsing %d bytes after 10s", len(tt.doc))
+			}
+		})
+	}
+}
+
 func TestParseAcceptsLargeOrdinaryDocuments(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("roster:\n")

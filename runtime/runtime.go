@@ -42,12 +42,19 @@ const (
 	NetworkBridge = "bridge"
 )
 
+// Image is an available image: the reference to create containers from, and
+// what the trial needs to know of its configuration.
+type Image struct {
+	Ref string
+	// WorkDir is the image's working folder (its WORKDIR); "" when unset.
+	WorkDir string
+}
+
 // Runtime is what a trial needs from a container backend.
 type Runtime interface {
-	// Image makes an image available and returns the reference to create
-	// containers from: a local image, else a pull, else a build of a folder
-	// with a Dockerfile.
-	Image(ctx context.Context, spec ImageSpec) (string, error)
+	// Image makes an image available and describes it: a local image, else
+	// a pull, else a build of a folder with a Dockerfile.
+	Image(ctx context.Context, spec ImageSpec) (Image, error)
 	// Create creates a container, not started, with troupe's labels.
 	Create(ctx context.Context, spec ContainerSpec) (string, error)
 	// CopyIn writes files (and their folders) into a container, with the
@@ -91,6 +98,10 @@ type ContainerSpec struct {
 	Labels map[string]string
 	// Network is NetworkNone (the default) or NetworkBridge.
 	Network string
+	// Binary, when set, is provided read-only at BinaryPath: troupe's own
+	// binary, for init, tunnel, sweep and the agents. A backend may share
+	// one copy between containers instead of copying it into each.
+	Binary *Binary
 	// CPUs, MemoryMB and Pids limit the container; zero is no limit.
 	CPUs     float64
 	MemoryMB int64

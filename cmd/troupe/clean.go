@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -26,7 +27,8 @@ owner process is gone (it crashed or was killed), on this host, and says what it
 troupe run does the same when it starts.
 
 --all removes every troupe resource on the Docker engine, whoever owns it, running or
-not. --dry-run lists what would be removed and removes nothing.`,
+not, and the volumes that hold troupe's binary (one per build, troupe-bin-<digest>,
+shared by that build's trial containers and kept between jobs). --dry-run lists what would be removed and removes nothing.`,
 		Example: `  troupe clean --dry-run
   troupe clean
   troupe clean --all`,
@@ -54,7 +56,17 @@ func runClean(ctx context.Context, out io.Writer, opts cleanOptions) error {
 	for _, r := range removed {
 		fmt.Fprintf(out, "%s %s (owner %s, trial %s)\n", verb, r, r.Labels[runtime.LabelOwner], r.Labels[runtime.LabelTrial])
 	}
-	if len(removed) == 0 && err == nil {
+	// Binary volumes are a cache that live jobs share: only --all removes them.
+	var volumes []string
+	if opts.all {
+		var verr error
+		volumes, verr = d.RemoveBinaryVolumes(ctx, opts.dryRun)
+		for _, v := range volumes {
+			fmt.Fprintf(out, "%s volume %s (troupe's binary)\n", verb, v)
+		}
+		err = errors.Join(err, verr)
+	}
+	if len(removed) == 0 && len(volumes) == 0 && err == nil {
 		fmt.Fprintln(out, "nothing to clean")
 	}
 	return err

@@ -1,8 +1,20 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/docker"
+	"github.com/troupebench/troupe/trial"
 )
 
 // These run against the real Docker Engine, like troupe would.
@@ -40,5 +52,117 @@ func TestHiddenInsideCommands(t *testing.T) {
 	}
 	if code, _, errOut := troupe(t, "tunnel", "--listen", "no-equals-sign"); code != exitUsage || !strings.Contains(errOut, "ADDR=NAME") {
 		t.Errorf("bad --listen: %d %s", code, errOut)
+	}
+}
+
+// TestRunInterruptAndResume runs the real binary: SIGINT in the middle of a
+// job with concurrency 4 leaves no container; the same command then
+// finishes the job without rerunning what finished.
+func TestRunInterruptAndResume(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "troupe")
+	if err := runtime.BuildBinary(t.Context(), "../..", bin); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "sigint-job")
+	// The slow scenario is the trial tests': an endpoint in a config file
+	// points at it.
+	scenario, _ := filepath.Abs("../../trial/testdata/scenarios/slow.yaml")
+	config := filepath.Join(t.TempDir(), "troupe.yaml")
+	write(t, config, "endpoints:\n  mock/slow:\n    api: mock\n    scenario: "+scenario+"\n")
+	args := []string{"run", "--config", config, "trial/testdata/manifests/slow.yaml", "--tasks", "examples/tasks/hello-world", "-k", "8", "-n", "4", "--out", out, "--json"}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = "../.."
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Interrupt once two trials have finished.
+	deadline := time.After(90 * time.Second)
+	for strings.Count(stdout.String(), `"type":"trial_finished"`) < 2 {
+		select {
+		case err := <-exited:
+			t.Fatalf("troupe run ended before it was interrupted: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		case <-deadline:
+			cmd.Process.Kill()
+			<-exited
+			t.Fatalf("no trial finished:\n%s\n%s", stdout.String(), stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := <-exited
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != exitFailed || !strings.Contains(stderr.String(), "run the same command to finish the job") {
+		t.Fatalf("interrupted run: %v\n%s", err, stderr.String())
+	}
+	rt, err := docker.New(t.Context(), "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	t.Cleanup(func() {
+		if b, err := runtime.LoadBinary(bin); err == nil {
+			if err := rt.RemoveBinaryVolume(context.Background(), b); err != nil {
+				t.Errorf("remove the binary volume: %v", err)
+			}
+		}
+	})
+	left, _ := rt.List(t.Context(), map[string]string{runtime.LabelJob: ""})
+	for _, r := range left {
+		if strings.HasPrefix(r.Labels[runtime.LabelJob], "sigint-job-") {
+			t.Errorf("left behind after SIGINT: %s", r)
+			rt.Remove(t.Context(), r)
+			if logs, _ := filepath.Glob(filepath.Join(out, "*", "trial.log")); len(logs) > 0 {
+				for _, l := range logs {
+					data, _ := os.ReadFile(l)
+					t.Logf("%s:\n%s", l, data)
+				}
+			}
+			t.Logf("stderr:\n%s", stderr.String())
+		}
+	}
+	var first trial.JobResult
+	readJSON(t, filepath.Join(out, "result.json"), &first)
+	kept := map[string]string{}
+	for name, outcome := range first.Trials {
+		if outcome == trial.Passed {
+			var r trial.Result
+			readJSON(t, filepath.Join(out, name, "result.json"), &r)
+			kept[name] = r.ID
+		}
+	}
+	if len(kept) < 2 || len(kept) == 8 {
+		t.Fatalf("after SIGINT %d trials passed; want some, not all: %+v", len(kept), first.Stats)
+	}
+
+	rerun := exec.Command(bin, args[:len(args)-1]...)
+	rerun.Dir = "../.."
+	output, err := rerun.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, output)
+	}
+	if !strings.Contains(string(output), fmt.Sprintf("(%d kept from an earlier run)", len(kept))) || !strings.Contains(string(output), "test-slow  8       8") {
+		t.Errorf("rerun output:\n%s", output)
+	}
+	for name, id := range kept {
+		var r trial.Result
+		readJSON(t, filepath.Join(out, name, "result.json"), &r)
+		if r.ID != id {
+			t.Errorf("%s was run again", name)
+		}
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -55,7 +58,11 @@ func newTunnelCmd() *cobra.Command {
 		Short: "The container end of the tunnel, over standard input and output",
 		Long: `Listen on each --listen ADDR=NAME inside the container and carry every connection to
 the host over standard input and output, multiplexed, where troupe dials the target
-named NAME (relay, llm). Standard output carries the tunnel: nothing else may print to it.`,
+named NAME (relay, llm). Standard output carries the tunnel: nothing else may print to it.
+
+The host also calls it through the same stream, saving an exec each: "prepare"
+unpacks a tar of the agents' files at / and shares the working folder between the
+agents' uids; "sweep" does what troupe sweep does and answers its JSON report.`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,9 +74,44 @@ named NAME (relay, llm). Standard output carries the tunnel: nothing else may pr
 				}
 				ls = append(ls, l)
 			}
-			return tunnel.Container(cmd.Context(), tunnel.Stdio{In: os.Stdin, Out: os.Stdout}, ls)
+			return tunnel.Container(cmd.Context(), tunnel.Stdio{In: os.Stdin, Out: os.Stdout}, ls, tunnelCalls)
 		},
 	}
 	cmd.Flags().StringArrayVar(&listens, "listen", nil, "ADDR=NAME to listen on and the host target it reaches (repeat)")
 	return cmd
+}
+
+// tunnelCalls are what the host may ask of the tunnel, which runs as root
+// for as long as the trial does.
+var tunnelCalls = map[string]tunnel.Handler{
+	// prepare: arg {"share": DIR, "gid": N}; in: a tar of files to unpack at /.
+	"prepare": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+		var opts struct {
+			Share string `json:"share"`
+			GID   int    `json:"gid"`
+		}
+		if err := json.Unmarshal([]byte(arg), &opts); err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+		if err := inside.Unpack(in, "/"); err != nil {
+			return err
+		}
+		if opts.Share == "" {
+			return nil
+		}
+		return inside.Share(opts.Share, opts.GID)
+	},
+	// sweep: arg the grace period; out: the JSON report. The tunnel spares
+	// itself (it is the sweeping process) and PID 1.
+	"sweep": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+		grace, err := time.ParseDuration(arg)
+		if err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
+		rep, err := inside.Sweep(ctx, grace, nil)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(out).Encode(rep)
+	},
 }

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"path"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +36,11 @@ const RemoveTimeout = 30 * time.Second
 
 // Docker is the Docker backend. Create it with New; Close releases it.
 type Docker struct {
+	// BinaryVolumePrefix names the volumes holding troupe's binary: the
+	// prefix, then the binary's digest. Tests give theirs a prefix of their
+	// own so that they can remove them.
+	BinaryVolumePrefix string
+
 	cli     *client.Client
 	owner   runtime.Owner
 	version string
@@ -44,6 +48,7 @@ type Docker struct {
 
 	buildMu sync.Mutex
 	builds  map[string]*sync.Mutex // one build per environment digest at a time
+	bins    binaryVolumes
 }
 
 var _ runtime.Runtime = (*Docker)(nil)
@@ -69,7 +74,8 @@ func New(ctx context.Context, version string, logger *slog.Logger) (*Docker, err
 		cli.Close()
 		return nil, fmt.Errorf("docker: the engine at %s does not answer (%v); is the Docker daemon running and is DOCKER_HOST right? troupe doctor checks the setup", cli.DaemonHost(), err)
 	}
-	return &Docker{cli: cli, owner: owner, version: version, logger: logger, builds: map[string]*sync.Mutex{}}, nil
+	return &Docker{cli: cli, owner: owner, version: version, logger: logger, builds: map[string]*sync.Mutex{},
+		bins: binaryVolumes{locks: map[string]*sync.Mutex{}}, BinaryVolumePrefix: DefaultBinaryVolumePrefix}, nil
 }
 
 // Close releases the connection to the engine.
@@ -134,6 +140,13 @@ func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string
 		pids := spec.Pids
 		host.Resources.PidsLimit = &pids
 	}
+	if spec.Binary != nil {
+		m, err := d.binaryMount(ctx, spec.Binary, spec.Image)
+		if err != nil {
+			return "", err
+		}
+		host.Mounts = append(host.Mounts, m)
+	}
 	var netConfig *network.NetworkingConfig
 	switch spec.Network {
 	case "", runtime.NetworkNone:
@@ -188,7 +201,7 @@ func (d *Docker) CopyIn(ctx context.Context, id string, files []runtime.File) er
 	var wg sync.WaitGroup
 	var writeErr error
 	wg.Go(func() {
-		writeErr = writeTar(pw, files)
+		writeErr = runtime.WriteTar(pw, files)
 		pw.CloseWithError(writeErr)
 	})
 	err := d.cli.CopyToContainer(ctx, id, "/", pr, container.CopyToContainerOptions{})
@@ -201,55 +214,6 @@ func (d *Docker) CopyIn(ctx context.Context, id string, files []runtime.File) er
 		return fmt.Errorf("docker: copy into %s: %w", short(id), writeErr)
 	}
 	return nil
-}
-
-func writeTar(w io.Writer, files []runtime.File) error {
-	tw := tar.NewWriter(w)
-	dirs := map[string]bool{}
-	for _, f := range files {
-		if f.Mode.IsDir() {
-			dirs[path.Clean(f.Path)] = true
-		}
-	}
-	// Parent folders not given explicitly, shallowest first.
-	var parents []string
-	for _, f := range files {
-		for p := path.Dir(path.Clean(f.Path)); p != "/" && p != "."; p = path.Dir(p) {
-			if !dirs[p] {
-				dirs[p] = true
-				parents = append(parents, p)
-			}
-		}
-	}
-	sort.Slice(parents, func(i, j int) bool { return strings.Count(parents[i], "/") < strings.Count(parents[j], "/") })
-	now := time.Now()
-	for _, p := range parents {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(p, "/") + "/", Mode: 0o755, ModTime: now}); err != nil {
-			return err
-		}
-	}
-	for _, f := range files {
-		if !path.IsAbs(f.Path) {
-			return fmt.Errorf("file path %q is not absolute", f.Path)
-		}
-		name := strings.TrimPrefix(path.Clean(f.Path), "/")
-		h := &tar.Header{Name: name, Mode: int64(f.Mode.Perm()), Uid: f.UID, Gid: f.GID, ModTime: now, Typeflag: tar.TypeReg, Size: int64(len(f.Data))}
-		if f.Mode&fs.ModeSticky != 0 {
-			h.Mode |= 0o1000
-		}
-		if f.Mode.IsDir() {
-			h.Typeflag, h.Name, h.Size = tar.TypeDir, name+"/", 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !f.Mode.IsDir() {
-			if _, err := tw.Write(f.Data); err != nil {
-				return err
-			}
-		}
-	}
-	return tw.Close()
 }
 
 // Limits of CopyOut.

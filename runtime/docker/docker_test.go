@@ -61,26 +61,21 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "these tests need a Docker engine: %v\n", err)
 		return 1
 	}
+	d.BinaryVolumePrefix = testVolumePrefix()
 	defer d.Close()
 	if !d.exists(ctx, testImage) {
 		fmt.Fprintf(os.Stderr, "%s is missing: run bash .ci/seed-images (it builds it offline from Debian's busybox-static)\n", testImage)
 		return 1
 	}
-	dir, err := os.MkdirTemp("", "troupe-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if err := runtime.BuildBinary(ctx, "../..", filepath.Join(dir, "troupe")); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if testBinary, err = runtime.LoadBinary(filepath.Join(dir, "troupe")); err != nil {
+	if testBinary, err = runtimetest.Binary(ctx, "../.."); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	code := m.Run()
+	if _, err := d.RemoveBinaryVolumes(ctx, false); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: remove the binary volumes: %v\n", err)
+		code = 1
+	}
 	if leaks := leftovers(ctx, d); len(leaks) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left %d resources behind: %v\n", len(leaks), leaks)
 		code = 1
@@ -121,9 +116,14 @@ func newDocker(t testing.TB) *Docker {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.BinaryVolumePrefix = testVolumePrefix()
 	t.Cleanup(func() { d.Close() })
 	return d
 }
+
+// testVolumePrefix names this run's binary volumes, so that it can remove
+// them without touching another run's.
+func testVolumePrefix() string { return DefaultBinaryVolumePrefix + runID + "-" }
 
 var cfg = func() runtimetest.Config {
 	return runtimetest.Config{Image: testImage, Labels: map[string]string{runtime.LabelJob: runID}}
@@ -331,12 +331,13 @@ func TestImage(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	marker := runID + "-" + t.Name()
-	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM busybox\nRUN echo "+marker+" > /built\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM busybox\nRUN echo "+marker+" > /built\nWORKDIR /srv/task\n"), 0o644)
+	var imgs [3]runtime.Image
 	var tags [3]string
 	var errs [3]error
 	var wg sync.WaitGroup
 	for i := range tags {
-		wg.Go(func() { tags[i], errs[i] = d.Image(ctx, runtime.ImageSpec{BuildDir: dir}) })
+		wg.Go(func() { imgs[i], errs[i] = d.Image(ctx, runtime.ImageSpec{BuildDir: dir}); tags[i] = imgs[i].Ref })
 	}
 	wg.Wait()
 	t.Cleanup(func() { d.RemoveImage(context.Background(), tags[0]) })
@@ -346,8 +347,11 @@ func TestImage(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if tag, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir}); err != nil || tag != tags[0] || time.Since(start) > 2*time.Second {
-		t.Errorf("an unchanged folder must not be built again: %s %v (%v)", tag, err, time.Since(start))
+	if img, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir}); err != nil || img.Ref != tags[0] || time.Since(start) > 2*time.Second {
+		t.Errorf("an unchanged folder must not be built again: %s %v (%v)", img.Ref, err, time.Since(start))
+	}
+	if imgs[0].WorkDir != "/srv/task" {
+		t.Errorf("the image's working folder is %q, want /srv/task", imgs[0].WorkDir)
 	}
 	id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Image: tags[0]})
 	if out, _ := shell(t, d, id, "cat /built"); strings.TrimSpace(out) != marker {
@@ -467,5 +471,27 @@ func TestCopyOutRefusesEscapes(t *testing.T) {
 	}
 	if len(skipped) == 0 {
 		t.Error("entries whose path leaves the destination must be skipped and listed")
+	}
+}
+
+// The binary comes from a read-only volume, filled once per digest.
+func TestBinaryVolume(t *testing.T) {
+	d := newDocker(t)
+	for i := range 2 {
+		start := time.Now()
+		id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Image: testImage, Entrypoint: []string{runtime.BinaryPath, "init"}, Binary: testBinary})
+		if i == 1 && time.Since(start) > 5*time.Second {
+			t.Errorf("the second container took %s: the volume was filled again?", time.Since(start))
+		}
+		out, code := shell(t, d, id, runtime.BinaryPath+" version && (echo x > "+runtime.BinaryPath+") 2>&1; echo wrote=$?")
+		if code != 0 || !strings.HasPrefix(out, "troupe ") || !strings.Contains(out, "Read-only file system") || !strings.Contains(out, "wrote=1") {
+			t.Errorf("container %d: %q (exit %d)", i, out, code)
+		}
+	}
+	name := d.binaryVolumeName(testBinary)
+	for _, v := range []string{name, name + "-ok"} {
+		if _, err := d.cli.VolumeInspect(t.Context(), v); err != nil {
+			t.Errorf("volume %s: %v", v, err)
+		}
 	}
 }

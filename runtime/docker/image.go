@@ -3,8 +3,6 @@ package docker
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,7 +52,23 @@ var ErrImageUnavailable = errors.New("image not available")
 
 // Image resolves an image: a local one, else a pull, else a build of the
 // spec's folder under a content-addressed tag, one build per digest at a time.
-func (d *Docker) Image(ctx context.Context, spec runtime.ImageSpec) (string, error) {
+func (d *Docker) Image(ctx context.Context, spec runtime.ImageSpec) (runtime.Image, error) {
+	ref, err := d.resolve(ctx, spec)
+	if err != nil {
+		return runtime.Image{}, err
+	}
+	info, err := d.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return runtime.Image{}, fmt.Errorf("docker: inspect image %s: %w", ref, err)
+	}
+	img := runtime.Image{Ref: ref}
+	if info.Config != nil {
+		img.WorkDir = info.Config.WorkingDir
+	}
+	return img, nil
+}
+
+func (d *Docker) resolve(ctx context.Context, spec runtime.ImageSpec) (string, error) {
 	var pullErr error
 	if spec.Image != "" {
 		if d.exists(ctx, spec.Image) {
@@ -87,51 +101,11 @@ func (d *Docker) pull(ctx context.Context, ref string) error {
 	return jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil)
 }
 
-// EnvironmentDigest is the SHA-256 of a build folder: every file's relative
-// path, mode and content, in path order. Symlinks are hashed as their target.
-func EnvironmentDigest(dir string) (string, error) {
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%o\x00", filepath.ToSlash(rel), info.Mode())
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "%s\x00", target)
-		case info.Mode().IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(h, f)
-			f.Close()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("digest of %s: %w", dir, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 func (d *Docker) build(ctx context.Context, dir string) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, "Dockerfile")); err != nil {
 		return "", fmt.Errorf("docker: %w: %s has no Dockerfile", ErrImageUnavailable, dir)
 	}
-	digest, err := EnvironmentDigest(dir)
+	digest, err := runtime.DirDigest(dir)
 	if err != nil {
 		return "", fmt.Errorf("docker: %w", err)
 	}

@@ -254,3 +254,19 @@ func (l *lockedBuffer) String() string {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Binary builds troupe's static binary from the module in moduleDir and
+// reads it, for tests that start containers with it; the built file is
+// removed, only its bytes are kept.
+func Binary(ctx context.Context, moduleDir string) (*runtime.Binary, error) {
+	dir, err := os.MkdirTemp("", "troupe-bin-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "troupe")
+	if err := runtime.BuildBinary(ctx, moduleDir, path); err != nil {
+		return nil, err
+	}
+	return runtime.LoadBinary(path)
+}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/yamux"
 	"github.com/troupebench/troupe/runtime"
 )
 
@@ -22,6 +23,7 @@ type Execer interface {
 // host.
 type Tunnel struct {
 	proc   runtime.Process
+	sess   *yamux.Session
 	ready  chan struct{}
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -52,13 +54,62 @@ func Open(ctx context.Context, rt Execer, id, binary string, listens []Listen, d
 		<-proc.Done()
 		pw.CloseWithError(io.EOF)
 	})
+	sess, err := yamux.Server(procConn{r: pr, w: proc.Stdin()}, config())
+	if err != nil {
+		cancel()
+		proc.Stdin().Close()
+		pw.Close()
+		proc.Close()
+		t.wg.Wait()
+		return nil, fmt.Errorf("tunnel: %w", err)
+	}
+	t.sess = sess
 	t.wg.Go(func() {
-		err := Host(hostCtx, procConn{r: pr, w: proc.Stdin()}, dial, t.ready)
+		err := serveHost(hostCtx, sess, dial, t.ready)
 		t.mu.Lock()
 		t.err = err
 		t.mu.Unlock()
 	})
 	return t, nil
+}
+
+// Call runs a handler of the container end (see Handler) with arg and in,
+// and returns what it wrote; its error when it failed. It needs no exec: the
+// call travels in the tunnel's own stream.
+func (t *Tunnel) Call(ctx context.Context, name, arg string, in []byte) ([]byte, error) {
+	if strings.ContainsAny(name+arg, "\n") || strings.Contains(name, " ") {
+		return nil, fmt.Errorf("tunnel: call %q: a name without spaces and an argument on one line", name)
+	}
+	s, err := t.sess.OpenStream()
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: call %s: %w", name, err)
+	}
+	defer s.Close()
+	// A cancelled call stops reading at once.
+	stop := context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := fmt.Fprintf(s, "%s %s\n", name, arg); err != nil {
+		return nil, fmt.Errorf("tunnel: call %s: %w", name, err)
+	}
+	if _, err := s.Write(in); err != nil {
+		return nil, fmt.Errorf("tunnel: call %s: %w", name, err)
+	}
+	s.Close() // the end of the input; the answer still comes
+	resp, err := io.ReadAll(s)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		return nil, fmt.Errorf("tunnel: call %s: %w", name, err)
+	}
+	status, out, _ := bytes.Cut(resp, []byte("\n"))
+	switch {
+	case string(status) == "ok":
+		return out, nil
+	case bytes.HasPrefix(status, []byte("error ")):
+		return nil, fmt.Errorf("tunnel: call %s: %s", name, status[len("error "):])
+	}
+	return nil, fmt.Errorf("tunnel: call %s: no answer (the container end may have exited)", name)
 }
 
 // WaitReady waits until the container end listens, the tunnel ends, or ctx

@@ -14,6 +14,7 @@ package tunnel
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,17 +52,26 @@ func config() *yamux.Config {
 	return cfg
 }
 
+// Handler serves one of the host's calls inside the container (Tunnel.Call):
+// arg is the call's argument line, in the bytes the host sent after it, and
+// what it writes to out goes back. Calls let the host prepare the container
+// and sweep it without starting another exec.
+type Handler func(ctx context.Context, arg string, in io.Reader, out io.Writer) error
+
 // Container runs the container end over conn (the exec's stdin and stdout)
-// until the host goes away or ctx ends; every goroutine it starts has ended
-// when it returns.
-func Container(ctx context.Context, conn io.ReadWriteCloser, listens []Listen) error {
+// until the host goes away or ctx ends, serving the host's calls with
+// handlers; every goroutine it starts has ended when it returns.
+func Container(ctx context.Context, conn io.ReadWriteCloser, listens []Listen, handlers map[string]Handler) error {
 	sess, err := yamux.Client(conn, config())
 	if err != nil {
 		return fmt.Errorf("tunnel: %w", err)
 	}
+	// Calls in progress end with the session.
+	ctx, cancel := context.WithCancel(ctx)
 	var lns []net.Listener
 	var wg sync.WaitGroup
 	defer func() {
+		cancel()
 		sess.Close() // ends every stream, and so every splice
 		for _, ln := range lns {
 			ln.Close() // ends every accept loop
@@ -88,6 +98,15 @@ func Container(ctx context.Context, conn io.ReadWriteCloser, listens []Listen) e
 			}
 		})
 	}
+	wg.Go(func() {
+		for {
+			s, err := sess.AcceptStream()
+			if err != nil {
+				return // the session ended
+			}
+			wg.Go(func() { serveCall(ctx, s, handlers) })
+		}
+	})
 	ready, err := sess.Open()
 	if err != nil {
 		return fmt.Errorf("tunnel: tell the host it is ready: %w", err)
@@ -99,6 +118,31 @@ func Container(ctx context.Context, conn io.ReadWriteCloser, listens []Listen) e
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// serveCall runs the handler a call names and answers "ok\n" and its
+// output, or "error <message>\n".
+func serveCall(ctx context.Context, s *yamux.Stream, handlers map[string]Handler) {
+	defer s.Close()
+	br := bufio.NewReader(s)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return
+	}
+	name, arg, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+	var out bytes.Buffer
+	h, ok := handlers[name]
+	if !ok {
+		err = fmt.Errorf("no call %q here", name)
+	} else {
+		err = h(ctx, arg, br, &out)
+	}
+	if err != nil {
+		fmt.Fprintf(s, "error %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return
+	}
+	io.WriteString(s, "ok\n")
+	s.Write(out.Bytes())
 }
 
 // forward opens a stream for one accepted connection and splices the two.
@@ -126,6 +170,10 @@ func Host(ctx context.Context, conn io.ReadWriteCloser, dial Dialer, ready chan<
 	if err != nil {
 		return fmt.Errorf("tunnel: %w", err)
 	}
+	return serveHost(ctx, sess, dial, ready)
+}
+
+func serveHost(ctx context.Context, sess *yamux.Session, dial Dialer, ready chan<- struct{}) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer sess.Close()

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/runtime"
 )
 
 // pipePair joins the two ends of a tunnel the way an exec's stdin and
@@ -43,7 +45,7 @@ func TestTunnelEnds(t *testing.T) {
 	var wg sync.WaitGroup
 	var cerr, herr error
 	wg.Go(func() {
-		cerr = Container(ctx, in, []Listen{{Addr: addr, Name: "web"}, {Addr: freeAddr(t), Name: "nowhere"}})
+		cerr = Container(ctx, in, []Listen{{Addr: addr, Name: "web"}, {Addr: freeAddr(t), Name: "nowhere"}}, nil)
 	})
 	wg.Go(func() {
 		herr = Host(ctx, out, func(ctx context.Context, name string) (net.Conn, error) {
@@ -89,5 +91,93 @@ func TestParseListen(t *testing.T) {
 		if _, err := ParseListen(bad); err == nil || !strings.Contains(err.Error(), "ADDR=NAME") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// fakeExecer runs the container end in process, over OS pipes, as if an
+// exec carried it: enough to test calls without a container.
+type fakeExecer struct{ handlers map[string]Handler }
+
+type fakeProc struct {
+	stdin  io.WriteCloser
+	done   chan struct{}
+	cancel context.CancelFunc
+}
+
+func (p *fakeProc) Stdin() io.WriteCloser { return p.stdin }
+func (p *fakeProc) Done() <-chan struct{} { return p.done }
+func (p *fakeProc) Close() error          { p.cancel(); <-p.done; return nil }
+func (p *fakeProc) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-p.done:
+		return 0, nil
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+}
+
+func (f fakeExecer) Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &fakeProc{stdin: w, done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(p.done)
+		Container(ctx, Stdio{In: r, Out: nopCloser{spec.Stdout}}, nil, f.handlers)
+		r.Close()
+	}()
+	return p, nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func TestCalls(t *testing.T) {
+	handlers := map[string]Handler{
+		"upper": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+			data, err := io.ReadAll(in)
+			fmt.Fprintf(out, "%s:%s", arg, strings.ToUpper(string(data)))
+			return err
+		},
+		"fail": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+			return fmt.Errorf("it broke\non two lines")
+		},
+		"hang": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	}
+	tun, err := Open(t.Context(), fakeExecer{handlers}, "c1", "troupe", nil, func(ctx context.Context, name string) (net.Conn, error) {
+		return nil, fmt.Errorf("no targets")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tun.Close()
+	if err := tun.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("abc", 100_000)
+	out, err := tun.Call(t.Context(), "upper", "x y", []byte(big))
+	if err != nil || string(out) != "x y:"+strings.ToUpper(big) {
+		t.Errorf("upper: %.40q %v", out, err)
+	}
+	if _, err := tun.Call(t.Context(), "fail", "", nil); err == nil || !strings.Contains(err.Error(), "it broke; on two lines") {
+		t.Errorf("fail: %v", err)
+	}
+	if _, err := tun.Call(t.Context(), "nothing", "", nil); err == nil || !strings.Contains(err.Error(), `no call "nothing"`) {
+		t.Errorf("unknown call: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := tun.Call(ctx, "hang", "", nil); err == nil || time.Since(start) > 2*time.Second {
+		t.Errorf("a cancelled call: %v after %s", err, time.Since(start))
+	}
+	if _, err := tun.Call(t.Context(), "bad name", "", nil); err == nil {
+		t.Error("a name with a space was sent")
 	}
 }

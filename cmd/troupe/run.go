@@ -1,0 +1,414 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/examples"
+	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/personas"
+	"github.com/troupebench/troupe/relay"
+	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/docker"
+	"github.com/troupebench/troupe/trial"
+)
+
+type runOptions struct {
+	manifests    []string
+	tasks        []string
+	attempts     int
+	concurrency  int
+	out          string
+	json         bool
+	retries      int
+	multiplier   float64
+	readyTimeout time.Duration
+}
+
+func newRunCmd(a *app) *cobra.Command {
+	var opts runOptions
+	cmd := &cobra.Command{
+		Use:   "run MANIFEST... --tasks PATH...",
+		Short: "Run trials: every manifest on every task, in containers, with results on disk",
+		Long: `Run a job: each manifest (a roster) on each task, --attempts times, at most
+--concurrency trials at once. A trial starts a container from the task's image (no
+network unless the task asks), launches the team inside it with troupe's reference
+agent, posts the task to the orchestrator over the embedded relay, waits for its
+signed DONE: (or the deadline, a spent budget, or every agent exiting), sweeps every
+agent process, runs the task's tests/test.sh, and writes the trial's folder. Models are
+reached through the metering gateway: mock/<scenario> endpoints run offline; others are
+configured in the config file (docs/config.md).
+
+Tasks are in Harbor's format (task.toml, instruction.md, environment/Dockerfile,
+tests/test.sh); --tasks takes a task folder or a folder of tasks.
+
+Results go to --out (default jobs/job-<digest of the inputs>, so the same command
+finds its own folder): config.json, lock.json, result.json, job.log and one folder per
+trial, <task>__<condition>__<attempt> (docs/run.md). Running the same command again
+resumes: finished trials are kept, the rest are run; a manifest or task that changed
+since is refused. Only unscored_infra trials (the harness failed, not the team) are
+retried, --retries times.
+
+Ctrl+C stops launching, cancels the running trials, removes their containers and
+writes what finished; a second Ctrl+C removes the containers at once and exits.
+
+Exit status: 0 when every trial ran (whatever its score), 1 when the job was
+interrupted or could not run, 2 for a usage error.`,
+		Example: `  troupe run examples/manifests/team.yaml --tasks examples/tasks/hello-world
+  troupe run solo.yaml team.yaml --tasks ~/datasets/tb2 --attempts 5 --concurrency 8 --out jobs/tb2
+  troupe run team.yaml --tasks tasks/ --json | jq 'select(.type=="trial_finished")'`,
+		Args: minArgs(1, "at least one manifest file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.manifests = args
+			if len(opts.tasks) == 0 {
+				return &usageError{command: cmd.CommandPath(), err: errors.New("--tasks is required: a task folder (task.toml, instruction.md, environment/, tests/) or a folder of tasks")}
+			}
+			if opts.attempts < 1 || opts.concurrency < 1 || opts.retries < 0 || opts.multiplier <= 0 {
+				return &usageError{command: cmd.CommandPath(), err: errors.New("--attempts and --concurrency must be at least 1, --retries at least 0, --timeout-multiplier above 0")}
+			}
+			v, err := a.settings(cmd, "artifact_root")
+			if err != nil {
+				return err
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			return runRun(cmd.Context(), a, opts, v.GetString("artifact_root"), cfg, os.Args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&opts.tasks, "tasks", nil, "a task folder or a folder of tasks (repeat for more)")
+	f.IntVarP(&opts.attempts, "attempts", "k", 1, "trials per manifest and task")
+	f.IntVarP(&opts.concurrency, "concurrency", "n", 4, "trials running at once")
+	f.StringVarP(&opts.out, "out", "o", "", "the job folder (default jobs/job-<digest of the manifest and task paths>)")
+	f.BoolVar(&opts.json, "json", false, "print NDJSON events on standard output instead of the progress bar and table")
+	f.IntVar(&opts.retries, "retries", 2, "reruns of a trial that ended unscored_infra")
+	f.Float64Var(&opts.multiplier, "timeout-multiplier", 1, "scale every phase's timeout (build, readiness, agent, verifier, teardown)")
+	f.DurationVar(&opts.readyTimeout, "ready-timeout", trial.DefaultLimits.Ready, "how long the agents have to authenticate and subscribe")
+	f.String("artifact-root", "", "folder that pinned manifest paths are relative to (default: each manifest's folder)")
+	return cmd
+}
+
+func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, cfg *config, argv []string) (err error) {
+	// Everything that can be checked is checked before any container starts.
+	var conds []trial.Condition
+	var errs []error
+	for _, path := range opts.manifests {
+		m, err := manifest.Load(path)
+		if err == nil {
+			dir := artifactRoot
+			if dir == "" {
+				dir = manifest.DefaultDir(path)
+			}
+			var tm *manifest.Team
+			if tm, err = m.Verify(manifest.Sources{Dir: dir, Builtin: personas.FS()}); err == nil {
+				conds = append(conds, trial.Condition{Path: path, Team: tm})
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err))
+	}
+	tasks, terr := trial.FindTasks(opts.tasks)
+	errs = append(errs, terr)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	out := opts.out
+	if out == "" {
+		out = defaultJobDir(opts.manifests, opts.tasks)
+	}
+
+	rt, err := docker.New(ctx, shortVersion(), nil)
+	if err != nil {
+		return fmt.Errorf("%w\n(troupe doctor checks what trials need)", err)
+	}
+	defer rt.Close()
+	if reaped, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{}); err != nil {
+		fmt.Fprintf(a.stderr, "warning: removing what dead troupe processes left: %v\n", err)
+	} else if len(reaped) > 0 {
+		fmt.Fprintf(a.stderr, "removed %d containers or networks left by troupe processes that died\n", len(reaped))
+	}
+	bin, err := selfBinary(ctx)
+	if err != nil {
+		return err
+	}
+
+	rl := relay.New()
+	if err := rl.Open(ctx); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	gw := llm.New(cfg.endpoints)
+	gw.Scenarios = examples.Scenarios()
+	if cfg.path != "" {
+		gw.ScenarioDir = filepath.Dir(cfg.path)
+	}
+	if err := gw.Open(ctx); err != nil {
+		rl.Close(context.Background())
+		return fmt.Errorf("gateway: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		if cerr := gw.Close(cctx); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close the gateway: %w", cerr))
+		}
+		if cerr := rl.Close(cctx); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close the relay: %w", cerr))
+		}
+	}()
+
+	jobID := filepath.Base(out) + "-" + fmt.Sprint(time.Now().Unix())
+	limits := trial.DefaultLimits
+	limits.Multiplier, limits.Ready = opts.multiplier, opts.readyTimeout
+	env := &trial.Env{Runtime: rt, Relay: rl, Gateway: gw, Binary: bin, JobID: jobID, Version: shortVersion(), Limits: limits}
+
+	// The first signal cancels ctx (main's NotifyContext); a second one
+	// removes this job's containers at once and exits.
+	stopForce := forceOnSecondSignal(a.stderr, rt, jobID)
+	defer stopForce()
+
+	show := newProgress(a, opts.json)
+	res, err := trial.RunJob(ctx, env, trial.JobSpec{
+		Dir: out, Conditions: conds, Tasks: tasks, Attempts: opts.attempts, Concurrency: opts.concurrency,
+		Retries: opts.retries, Command: argv,
+	}, trial.Progress{Trial: show.trial, Job: show.job})
+	show.end()
+	if err != nil {
+		return err
+	}
+	if !opts.json {
+		printSummary(a.stdout, out, res)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(a.stderr, "interrupted: %d of %d trials are done; run the same command to finish the job\n", done(res), res.Total)
+		return &reportedError{code: exitFailed}
+	}
+	return nil
+}
+
+func done(res *trial.JobResult) int {
+	s := res.Stats
+	return s.Completed + s.Errored
+}
+
+// defaultJobDir names a job after its inputs, so that the same command
+// finds the same folder and resumes.
+func defaultJobDir(manifests, tasks []string) string {
+	h := sha256.New()
+	for _, list := range [][]string{manifests, tasks} {
+		var abs []string
+		for _, p := range list {
+			a, err := filepath.Abs(p)
+			if err != nil {
+				a = p
+			}
+			abs = append(abs, a)
+		}
+		slices.Sort(abs)
+		fmt.Fprintf(h, "%s\x00", strings.Join(abs, "\x00"))
+	}
+	return filepath.Join("jobs", "job-"+hex.EncodeToString(h.Sum(nil))[:12])
+}
+
+// selfBinary finds a static troupe binary for the containers: this one, or
+// one built from the source tree troupe runs from (go run).
+func selfBinary(ctx context.Context) (*runtime.Binary, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	module := ""
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				module = dir
+				break
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	return runtime.SelfBinary(ctx, module, filepath.Join(cache, "troupe", "bin"))
+}
+
+// forceOnSecondSignal watches for a second interrupt: it then removes the
+// job's containers and exits. The returned function stops the watcher.
+func forceOnSecondSignal(stderr io.Writer, rt *docker.Docker, jobID string) func() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		seen := 0
+		for {
+			select {
+			case <-stop:
+				return
+			case <-sigs:
+				seen++
+				if seen == 1 {
+					fmt.Fprintln(stderr, "\nstopping: cancelling the running trials and removing their containers (Ctrl+C again to force)")
+					continue
+				}
+				fmt.Fprintln(stderr, "forced: removing this job's containers now")
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				left, _ := rt.List(ctx, map[string]string{runtime.LabelJob: jobID})
+				for _, r := range left {
+					rt.Remove(ctx, r)
+				}
+				cancel()
+				os.Exit(130)
+			}
+		}
+	})
+	return func() {
+		signal.Stop(sigs)
+		close(stop)
+		wg.Wait()
+	}
+}
+
+// progress shows a job as it runs: a live line on a terminal, NDJSON with
+// --json, or one line per finished trial otherwise.
+type progress struct {
+	a        *app
+	json     *json.Encoder
+	terminal bool
+	total    int
+	kept     int
+	running  map[string]bool
+	finished int
+	failed   int
+	cost     float64
+	drawn    bool
+}
+
+func newProgress(a *app, asJSON bool) *progress {
+	p := &progress{a: a, running: map[string]bool{}}
+	if asJSON {
+		p.json = json.NewEncoder(a.stdout)
+	} else if f, ok := a.stderr.(*os.File); ok {
+		if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
+			p.terminal = true
+		}
+	}
+	return p
+}
+
+func (p *progress) job(e trial.JobEvent) {
+	if p.json != nil {
+		p.json.Encode(e)
+		return
+	}
+	switch e.Type {
+	case trial.EventJobStarted:
+		p.total, p.kept = e.Total, e.Kept
+		fmt.Fprintf(p.a.stderr, "job %s: %d trials", e.Dir, e.Total)
+		if e.Kept > 0 {
+			fmt.Fprintf(p.a.stderr, " (%d kept from an earlier run)", e.Kept)
+		}
+		fmt.Fprintln(p.a.stderr)
+	case trial.EventRetry:
+		p.line(fmt.Sprintf("retry %d of %s after an infrastructure failure: %s", e.Attempt, e.Trial, shortLine(e.Error)))
+	}
+	p.draw()
+}
+
+func (p *progress) trial(e trial.Event) {
+	if p.json != nil {
+		p.json.Encode(e)
+		return
+	}
+	switch e.Type {
+	case trial.EventStarted:
+		p.running[e.Trial] = true
+	case trial.EventFinished:
+		delete(p.running, e.Trial)
+		if e.Outcome != trial.OutcomeCancel {
+			p.finished++
+		}
+		if e.Outcome != trial.Passed {
+			p.failed++
+		}
+		p.cost += e.CostUSD
+		msg := fmt.Sprintf("%-14s %s (%s)", e.Outcome, e.Trial, e.Reason)
+		if e.Error != "" {
+			msg += ": " + shortLine(e.Error)
+		}
+		p.line(msg)
+	}
+	p.draw()
+}
+
+// line prints a permanent line above the live one.
+func (p *progress) line(s string) {
+	if p.terminal && p.drawn {
+		fmt.Fprint(p.a.stderr, "\r\033[K")
+	}
+	fmt.Fprintln(p.a.stderr, s)
+	p.drawn = false
+}
+
+func (p *progress) draw() {
+	if !p.terminal || p.json != nil {
+		return
+	}
+	done := p.finished + p.kept
+	width := 24
+	filled := 0
+	if p.total > 0 {
+		filled = width * done / p.total
+	}
+	fmt.Fprintf(p.a.stderr, "\r\033[K[%s%s] %d/%d done · %d running · %d not passed · $%.4f",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, p.total, len(p.running), p.failed, p.cost)
+	p.drawn = true
+}
+
+func (p *progress) end() {
+	if p.terminal && p.drawn {
+		fmt.Fprintln(p.a.stderr)
+	}
+}
+
+func shortLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+// printSummary prints a table per condition.
+func printSummary(out io.Writer, dir string, res *trial.JobResult) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONDITION\tTRIALS\tPASSED\tFAILED\tINFRA\tVERIFIER ERR\tCANCELLED\tPASS RATE\tCOST USD")
+	for _, name := range slices.Sorted(maps.Keys(res.Conditions)) {
+		c := res.Conditions[name]
+		rate := "-"
+		if c.Passed+c.Failed > 0 {
+			rate = fmt.Sprintf("%.0f%%", 100*c.PassRate)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.4f\n", name, c.Trials, c.Passed, c.Failed, c.UnscoredInfra, c.VerifierError, c.Cancelled, rate, c.CostUSD)
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "results: %s\n", dir)
+}

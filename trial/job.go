@@ -1,0 +1,466 @@
+package trial
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/manifest"
+	"golang.org/x/sync/errgroup"
+)
+
+// Condition is one manifest of a job, verified.
+type Condition struct {
+	Path string
+	Team *manifest.Team
+}
+
+// JobSpec is what `troupe run` was asked to do.
+type JobSpec struct {
+	Dir         string
+	Conditions  []Condition
+	Tasks       []*Task
+	Attempts    int
+	Concurrency int
+	// Retries is how many times an unscored_infra trial is run again.
+	Retries int
+	// Command is the command line, recorded in config.json.
+	Command []string
+}
+
+// Job event types, besides the trials' own.
+const (
+	EventJobStarted  = "job_started"
+	EventJobFinished = "job_finished"
+	EventRetry       = "trial_retry"
+)
+
+// JobEvent is a job-level event: the plan at the start, the totals at the
+// end. Trials' events come as Event.
+type JobEvent struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Dir     string    `json:"dir"`
+	Total   int       `json:"n_total_trials"`
+	Kept    int       `json:"n_kept_trials"`
+	Trial   string    `json:"trial,omitempty"`
+	Attempt int       `json:"retry,omitempty"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Progress receives a job's events; both are called from several
+// goroutines, never at once.
+type Progress struct {
+	Trial func(Event)
+	Job   func(JobEvent)
+}
+
+// lockFile pins a job's inputs: a resumed job must run the same manifests
+// and tasks.
+type lockFile struct {
+	Version    string        `json:"troupe_version"`
+	Conditions []lockedInput `json:"conditions"`
+	Tasks      []lockedInput `json:"tasks"`
+}
+
+type lockedInput struct {
+	Name   string `json:"name"`
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+}
+
+// ConditionStats counts one condition's trials in the job's result.json.
+type ConditionStats struct {
+	ManifestHash  string  `json:"manifest_sha256"`
+	Trials        int     `json:"n_trials"`
+	Passed        int     `json:"n_passed"`
+	Failed        int     `json:"n_failed"`
+	UnscoredInfra int     `json:"n_unscored_infra"`
+	VerifierError int     `json:"n_verifier_error"`
+	Cancelled     int     `json:"n_cancelled"`
+	PassRate      float64 `json:"pass_rate"`
+	CostUSD       float64 `json:"cost_usd"`
+}
+
+// JobStats are the job's running totals.
+type JobStats struct {
+	Completed    int     `json:"n_completed_trials"`
+	Errored      int     `json:"n_errored_trials"`
+	Running      int     `json:"n_running_trials"`
+	Pending      int     `json:"n_pending_trials"`
+	Cancelled    int     `json:"n_cancelled_trials"`
+	Retries      int     `json:"n_retries"`
+	InputTokens  int64   `json:"n_input_tokens"`
+	CachedTokens int64   `json:"n_cache_tokens"`
+	OutputTokens int64   `json:"n_output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+}
+
+// JobResult is the job's result.json, rewritten as trials finish.
+type JobResult struct {
+	ID         string                     `json:"id"`
+	StartedAt  time.Time                  `json:"started_at"`
+	UpdatedAt  time.Time                  `json:"updated_at"`
+	FinishedAt *time.Time                 `json:"finished_at"`
+	Total      int                        `json:"n_total_trials"`
+	Stats      JobStats                   `json:"stats"`
+	Conditions map[string]*ConditionStats `json:"conditions"`
+	// Trials maps each trial folder to its outcome.
+	Trials map[string]Outcome `json:"trials"`
+}
+
+// planned is one trial of the job.
+type planned struct {
+	name    string
+	cond    Condition
+	task    *Task
+	attempt int
+}
+
+// RunJob runs manifests × tasks × attempts with bounded concurrency and
+// writes the job folder. Running it again on the same folder resumes: kept
+// trials are not rerun; a changed manifest or task is refused. Cancelling
+// ctx stops launching, cancels running trials (they still sweep and remove
+// their containers) and writes what finished.
+func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*JobResult, error) {
+	if progress.Trial == nil {
+		progress.Trial = func(Event) {}
+	}
+	if progress.Job == nil {
+		progress.Job = func(JobEvent) {}
+	}
+	if spec.Attempts < 1 {
+		spec.Attempts = 1
+	}
+	if spec.Concurrency < 1 {
+		spec.Concurrency = 1
+	}
+	plan, err := planJob(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("job folder: %w", err)
+	}
+	if err := checkLock(spec, env.Version); err != nil {
+		return nil, err
+	}
+	if err := checkEndpoints(env.Gateway, spec.Conditions); err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(filepath.Join(spec.Dir, "job.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("job log: %w", err)
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewTextHandler(logFile, nil))
+
+	j := &job{env: env, spec: spec, log: log, progress: progress}
+	j.res = &JobResult{ID: env.JobID, StartedAt: time.Now(), Total: len(plan), Conditions: map[string]*ConditionStats{}, Trials: map[string]Outcome{}}
+	for _, c := range spec.Conditions {
+		j.res.Conditions[c.Team.Manifest.Condition] = &ConditionStats{ManifestHash: c.Team.Manifest.Hash()}
+	}
+	if err := writeJSON(filepath.Join(spec.Dir, "config.json"), j.config()); err != nil {
+		return nil, err
+	}
+
+	// Kept trials first: their results count and they are not rerun.
+	var todo []planned
+	for _, p := range plan {
+		dir := filepath.Join(spec.Dir, p.name)
+		if res, err := ReadResult(filepath.Join(dir, "result.json")); err == nil && res.Finished() {
+			j.count(p, res)
+			continue
+		}
+		if _, err := os.Stat(dir); err == nil {
+			if err := j.supersede(p.name, "unfinished"); err != nil {
+				return nil, err
+			}
+		}
+		todo = append(todo, p)
+	}
+	j.res.Stats.Pending = len(todo)
+	kept := len(plan) - len(todo)
+	log.Info("job start", "dir", spec.Dir, "trials", len(plan), "kept", kept, "concurrency", spec.Concurrency)
+	progress.Job(JobEvent{Time: time.Now(), Type: EventJobStarted, Dir: spec.Dir, Total: len(plan), Kept: kept})
+	j.write()
+
+	var g errgroup.Group
+	g.SetLimit(spec.Concurrency)
+	for _, p := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				return nil // never started: it stays pending for a rerun
+			}
+			return j.runTrial(ctx, p)
+		})
+	}
+	err = g.Wait()
+	now := time.Now()
+	j.mu.Lock()
+	if ctx.Err() == nil {
+		j.res.FinishedAt = &now
+	}
+	j.mu.Unlock()
+	j.write()
+	log.Info("job end", "interrupted", ctx.Err() != nil)
+	progress.Job(JobEvent{Time: now, Type: EventJobFinished, Dir: spec.Dir, Total: len(plan), Kept: kept})
+	return j.res, err
+}
+
+type job struct {
+	env      *Env
+	spec     JobSpec
+	log      *slog.Logger
+	progress Progress
+
+	mu  sync.Mutex // guards res and the progress callbacks
+	res *JobResult
+}
+
+// runTrial runs one planned trial, again while it ends unscored_infra and
+// retries are left.
+func (j *job) runTrial(ctx context.Context, p planned) error {
+	j.mu.Lock()
+	j.res.Stats.Pending--
+	j.res.Stats.Running++
+	j.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		j.res.Stats.Running--
+		j.mu.Unlock()
+		j.write()
+	}()
+	emit := func(e Event) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		j.progress.Trial(e)
+	}
+	for try := 0; ; try++ {
+		spec := Spec{Name: p.name, Dir: filepath.Join(j.spec.Dir, p.name), Team: p.cond.Team, ManifestPath: p.cond.Path, Task: p.task, Attempt: p.attempt}
+		res, err := Run(ctx, j.env, spec, emit)
+		if err != nil {
+			return err // the result could not be written: the disk is the problem
+		}
+		if res.Outcome != UnscoredInfra || try >= j.spec.Retries || ctx.Err() != nil {
+			j.count(p, res)
+			return nil
+		}
+		wait := min(time.Duration(1<<try)*time.Second, time.Minute)
+		j.log.Info("retrying an infrastructure failure", "trial", p.name, "retry", try+1, "wait", wait.String(), "error", res.ExceptionInfo)
+		if err := j.supersede(p.name, "infra-"+strconv.Itoa(try+1)); err != nil {
+			return err
+		}
+		j.mu.Lock()
+		j.res.Stats.Retries++
+		j.progress.Job(JobEvent{Time: time.Now(), Type: EventRetry, Dir: j.spec.Dir, Trial: p.name, Attempt: try + 1, Error: exceptionMessage(res)})
+		j.mu.Unlock()
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func exceptionMessage(res *Result) string {
+	if res.ExceptionInfo == nil {
+		return ""
+	}
+	return res.ExceptionInfo.ExceptionMessage
+}
+
+// count adds a trial's result to the job's totals.
+func (j *job) count(p planned, res *Result) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s := &j.res.Stats
+	c := j.res.Conditions[p.cond.Team.Manifest.Condition]
+	c.Trials++
+	switch res.Outcome {
+	case Passed:
+		c.Passed++
+		s.Completed++
+	case Failed:
+		c.Failed++
+		s.Completed++
+	case VerifierError:
+		c.VerifierError++
+		s.Errored++
+	case UnscoredInfra:
+		c.UnscoredInfra++
+		s.Errored++
+	case OutcomeCancel:
+		c.Cancelled++
+		s.Cancelled++
+	}
+	if scored := c.Passed + c.Failed; scored > 0 {
+		c.PassRate = float64(c.Passed) / float64(scored)
+	}
+	c.CostUSD += res.AgentResult.CostUSD
+	s.InputTokens += res.AgentResult.NInputTokens
+	s.CachedTokens += res.AgentResult.NCacheTokens
+	s.OutputTokens += res.AgentResult.NOutputTokens
+	s.CostUSD += res.AgentResult.CostUSD
+	j.res.Trials[p.name] = res.Outcome
+}
+
+// write rewrites the job's result.json.
+func (j *job) write() {
+	j.mu.Lock()
+	j.res.UpdatedAt = time.Now()
+	data, err := json.Marshal(j.res) // a snapshot, taken under the lock
+	j.mu.Unlock()
+	if err == nil {
+		var snapshot JobResult
+		if err = json.Unmarshal(data, &snapshot); err == nil {
+			err = writeJSON(filepath.Join(j.spec.Dir, "result.json"), &snapshot)
+		}
+	}
+	if err != nil {
+		j.log.Error("write the job's result.json", "err", err.Error())
+	}
+}
+
+// supersede moves a trial folder that will be redone aside, so that no
+// earlier run's evidence is lost.
+func (j *job) supersede(name, why string) error {
+	dir := filepath.Join(j.spec.Dir, ".superseded")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	to := filepath.Join(dir, fmt.Sprintf("%s.%s.%s", name, why, time.Now().UTC().Format("20060102T150405.000")))
+	if err := os.Rename(filepath.Join(j.spec.Dir, name), to); err != nil {
+		return fmt.Errorf("keep the earlier run of %s: %w", name, err)
+	}
+	return nil
+}
+
+func (j *job) config() any {
+	var manifests, tasks []string
+	for _, c := range j.spec.Conditions {
+		manifests = append(manifests, c.Path)
+	}
+	for _, t := range j.spec.Tasks {
+		tasks = append(tasks, t.Dir)
+	}
+	return map[string]any{
+		"job_id": j.env.JobID, "command": j.spec.Command, "manifests": manifests, "tasks": tasks,
+		"attempts": j.spec.Attempts, "concurrency": j.spec.Concurrency, "retries": j.spec.Retries,
+		"timeout_multiplier": j.env.Limits.Multiplier, "troupe_version": j.env.Version,
+	}
+}
+
+// planJob expands conditions × tasks × attempts, attempts outermost and
+// conditions innermost, so that an interrupted job has spread its trials
+// over every condition.
+func planJob(spec JobSpec) ([]planned, error) {
+	if len(spec.Conditions) == 0 {
+		return nil, errors.New("no manifests")
+	}
+	if len(spec.Tasks) == 0 {
+		return nil, errors.New("no tasks")
+	}
+	byName := map[string]Condition{}
+	for _, c := range spec.Conditions {
+		m := c.Team.Manifest
+		if other, ok := byName[m.Condition]; ok && other.Team.Manifest.Hash() != m.Hash() {
+			return nil, fmt.Errorf("%s and %s both name condition %q with different rosters: conditions name trial folders and must be unique", other.Path, c.Path, m.Condition)
+		}
+		for _, a := range c.Team.Agents {
+			if a.Harness != "" && a.Harness != manifest.BuzzAgent {
+				return nil, fmt.Errorf("%s: agent %s uses harness %q; troupe runs its reference agent for buzz-agent and has no %s yet", c.Path, a.ID, a.Harness, a.Harness)
+			}
+		}
+		byName[m.Condition] = c
+	}
+	var plan []planned
+	for attempt := 1; attempt <= spec.Attempts; attempt++ {
+		for _, t := range spec.Tasks {
+			for _, name := range slices.Sorted(maps.Keys(byName)) {
+				plan = append(plan, planned{name: fmt.Sprintf("%s__%s__%d", t.Name, name, attempt), cond: byName[name], task: t, attempt: attempt})
+			}
+		}
+	}
+	return plan, nil
+}
+
+// checkLock writes lock.json on a new job and, on a resumed one, refuses a
+// manifest or task that changed since.
+func checkLock(spec JobSpec, version string) error {
+	lock := lockFile{Version: version}
+	for _, c := range spec.Conditions {
+		lock.Conditions = append(lock.Conditions, lockedInput{Name: c.Team.Manifest.Condition, Path: c.Path, Digest: c.Team.Manifest.Hash()})
+	}
+	for _, t := range spec.Tasks {
+		lock.Tasks = append(lock.Tasks, lockedInput{Name: t.Name, Path: t.Dir, Digest: t.Digest})
+	}
+	path := filepath.Join(spec.Dir, "lock.json")
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return writeJSON(path, lock)
+	case err != nil:
+		return fmt.Errorf("lock file: %w", err)
+	}
+	var old lockFile
+	if err := json.Unmarshal(data, &old); err != nil {
+		return fmt.Errorf("%s is not a troupe lock file: %w", path, err)
+	}
+	var changed []string
+	compare := func(what string, was, now []lockedInput) []lockedInput {
+		merged := slices.Clone(was)
+		for _, n := range now {
+			i := slices.IndexFunc(was, func(w lockedInput) bool { return w.Name == n.Name })
+			switch {
+			case i < 0:
+				merged = append(merged, n)
+			case was[i].Digest != n.Digest:
+				changed = append(changed, fmt.Sprintf("%s %s changed: %s was %s when the job started, it is %s now (%s)", what, n.Name, was[i].Path, was[i].Digest, n.Digest, n.Path))
+			}
+		}
+		return merged
+	}
+	lock.Conditions = compare("condition", old.Conditions, lock.Conditions)
+	lock.Tasks = compare("task", old.Tasks, lock.Tasks)
+	if len(changed) > 0 {
+		return fmt.Errorf("%s holds a job whose inputs changed; results would not be comparable. Use another --out, or restore the inputs:\n  %s", spec.Dir, strings.Join(changed, "\n  "))
+	}
+	lock.Version = old.Version
+	return writeJSON(path, lock)
+}
+
+// checkEndpoints opens and closes a trial per condition on the gateway, so
+// that an unconfigured endpoint, a missing price or a broken mock scenario
+// is an error before any container starts.
+func checkEndpoints(g *llm.Gateway, conds []Condition) error {
+	var errs []error
+	for _, c := range conds {
+		var agents []llm.AgentSpec
+		for _, a := range c.Team.Agents {
+			agents = append(agents, llm.AgentSpec{ID: a.ID, Role: a.Role, Kind: string(a.Kind), Endpoint: a.Endpoint})
+		}
+		t, err := g.OpenTrial(llm.TrialSpec{ID: "check-" + randomHex(4), Agents: agents, Prices: c.Team.Manifest.Prices})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
+			continue
+		}
+		t.Close(context.Background())
+	}
+	return errors.Join(errs...)
+}

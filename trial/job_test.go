@@ -1,0 +1,178 @@
+package trial
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupebench/troupe/runtime"
+)
+
+func cond(t *testing.T, path string) Condition {
+	return Condition{Path: path, Team: team(t, path)}
+}
+
+func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
+	env := testEnv(t)
+	dir := filepath.Join(t.TempDir(), "job")
+	spec := JobSpec{
+		Dir:        dir,
+		Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml"), cond(t, "testdata/manifests/wrong.yaml")},
+		Tasks:      []*Task{task(t, helloWorld), task(t, "testdata/tasks/broken-dockerfile")},
+		Attempts:   1, Concurrency: 2, Retries: 1,
+	}
+	var mu sync.Mutex
+	var jobEvents []JobEvent
+	finished := map[string]Outcome{}
+	progress := Progress{
+		Trial: func(e Event) {
+			if e.Type == EventFinished {
+				mu.Lock()
+				finished[e.Trial] = e.Outcome
+				mu.Unlock()
+			}
+		},
+		Job: func(e JobEvent) { jobEvents = append(jobEvents, e) },
+	}
+	res, err := RunJob(t.Context(), env, spec, progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Outcome{
+		"hello-world__hello-solo-mock__1":       Passed,
+		"hello-world__test-wrong__1":            Failed,
+		"broken-dockerfile__hello-solo-mock__1": UnscoredInfra,
+		"broken-dockerfile__test-wrong__1":      UnscoredInfra,
+	}
+	for name, outcome := range want {
+		if res.Trials[name] != outcome {
+			t.Errorf("%s: %s, want %s", name, res.Trials[name], outcome)
+		}
+	}
+	if res.Total != 4 || res.Stats.Retries != 2 || res.Stats.Completed != 2 || res.Stats.Errored != 2 || res.FinishedAt == nil {
+		t.Errorf("job result %+v", res)
+	}
+	if c := res.Conditions["test-wrong"]; c.Passed != 0 || c.Failed != 1 || c.UnscoredInfra != 1 || c.PassRate != 0 {
+		t.Errorf("condition stats %+v", c)
+	}
+	// Each infrastructure failure was kept aside before its retry.
+	superseded, _ := filepath.Glob(filepath.Join(dir, ".superseded", "broken-dockerfile__*.infra-1.*", "result.json"))
+	if len(superseded) != 2 {
+		t.Errorf("superseded runs: %v", superseded)
+	}
+	for _, f := range []string{"config.json", "lock.json", "result.json", "job.log"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	// No secret anywhere in the job folder.
+	for name := range want {
+		noSecrets(t, filepath.Join(dir, name))
+	}
+	for _, f := range []string{"config.json", "lock.json", "result.json", "job.log"} {
+		if data, _ := os.ReadFile(filepath.Join(dir, f)); token.Match(data) {
+			t.Errorf("%s holds a gateway token", f)
+		}
+	}
+	if len(jobEvents) < 4 || jobEvents[0].Type != EventJobStarted || jobEvents[0].Total != 4 || jobEvents[len(jobEvents)-1].Type != EventJobFinished {
+		t.Errorf("job events %+v", jobEvents)
+	}
+
+	// Resume: scored trials are kept as they are; the unscored are redone.
+	before, _ := ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
+	finished = map[string]Outcome{}
+	jobEvents = nil
+	spec.Retries = 0
+	res2, err := RunJob(t.Context(), env, spec, progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
+	if before.ID != after.ID || !before.FinishedAt.Equal(after.FinishedAt) {
+		t.Errorf("a finished trial was run again: %s then %s", before.ID, after.ID)
+	}
+	if len(finished) != 2 || finished["broken-dockerfile__test-wrong__1"] != UnscoredInfra || jobEvents[0].Kept != 2 {
+		t.Errorf("rerun ran %v, kept %d", finished, jobEvents[0].Kept)
+	}
+	if res2.Stats.Completed != 2 || res2.Trials["hello-world__test-wrong__1"] != Failed {
+		t.Errorf("resumed job result %+v", res2)
+	}
+}
+
+func TestJobRefusesChangedInputs(t *testing.T) {
+	env := testEnv(t)
+	dir := filepath.Join(t.TempDir(), "job")
+	work := t.TempDir()
+	// A copy of the solo manifest and of the task, to change them later.
+	m := filepath.Join(work, "solo.yaml")
+	data, _ := os.ReadFile("../examples/manifests/solo.yaml")
+	os.WriteFile(m, data, 0o644)
+	taskDir := filepath.Join(work, "hello-world")
+	os.CopyFS(taskDir, os.DirFS(helloWorld))
+	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*Task{task(t, taskDir)}}
+	if _, err := RunJob(t.Context(), env, spec, Progress{}); err != nil {
+		t.Fatal(err)
+	}
+
+	os.WriteFile(m, []byte(strings.Replace(string(data), "max_calls: 20", "max_calls: 21", 1)), 0o644)
+	os.WriteFile(filepath.Join(taskDir, "instruction.md"), []byte("Create /app/hello.txt with Hello, world! now.\n"), 0o644)
+	spec = JobSpec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*Task{task(t, taskDir)}}
+	_, err := RunJob(t.Context(), env, spec, Progress{})
+	if err == nil || !strings.Contains(err.Error(), "condition hello-solo-mock changed") || !strings.Contains(err.Error(), "task hello-world changed") {
+		t.Fatalf("a changed manifest and task were not refused: %v", err)
+	}
+	// Two rosters under one condition name are refused before anything runs.
+	spec.Conditions = append(spec.Conditions, cond(t, "../examples/manifests/solo.yaml"))
+	if _, err := RunJob(t.Context(), env, spec, Progress{}); err == nil || !strings.Contains(err.Error(), "both name condition") {
+		t.Fatalf("duplicate condition: %v", err)
+	}
+}
+
+func TestJobCancel(t *testing.T) {
+	env := testEnv(t)
+	dir := filepath.Join(t.TempDir(), "job")
+	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "testdata/manifests/slow.yaml")}, Tasks: []*Task{task(t, helloWorld)}, Attempts: 6, Concurrency: 4}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var mu sync.Mutex
+	done := 0
+	progress := Progress{Trial: func(e Event) {
+		if e.Type == EventFinished && e.Outcome == Passed {
+			mu.Lock()
+			done++
+			if done == 2 {
+				cancel() // mid-job: some trials done, others running, others pending
+			}
+			mu.Unlock()
+		}
+	}}
+	start := time.Now()
+	res, err := RunJob(ctx, env, spec, progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cancelled job after %s: %+v", time.Since(start), res.Stats)
+	if res.FinishedAt != nil || res.Stats.Completed < 2 || res.Stats.Cancelled < 1 || res.Stats.Completed+res.Stats.Cancelled >= 6 {
+		t.Errorf("cancelled job result: %+v", res.Stats)
+	}
+	left, err := testRT.List(context.Background(), map[string]string{runtime.LabelJob: env.JobID})
+	if err != nil || len(left) != 0 {
+		t.Errorf("left behind after cancel: %v %v", left, err)
+	}
+	// The rerun finishes the job without rerunning what passed.
+	res2, err := RunJob(t.Context(), env, spec, Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.Stats.Completed != 6 || res2.Conditions["test-slow"].Passed != 6 || res2.FinishedAt == nil {
+		t.Errorf("rerun: %+v", res2.Stats)
+	}
+	cancelled, _ := filepath.Glob(filepath.Join(dir, ".superseded", "*.unfinished.*"))
+	if len(cancelled) != res.Stats.Cancelled {
+		t.Errorf("%d cancelled trials, %d kept aside", res.Stats.Cancelled, len(cancelled))
+	}
+}

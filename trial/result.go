@@ -1,0 +1,194 @@
+package trial
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/runtime/inside"
+)
+
+// Reason is why the agents' work ended (step 7 of a trial).
+type Reason string
+
+// The completion reasons.
+const (
+	DeclaredDone    Reason = "declared_done"
+	Deadline        Reason = "deadline"
+	BudgetExhausted Reason = "budget_exhausted"
+	AgentsExited    Reason = "agents_exited"
+	Cancelled       Reason = "cancelled"
+	InfraError      Reason = "infra_error"
+)
+
+// Outcome is what a trial counts as. unscored_infra is the harness's
+// failure: it never counts against a roster, and it is retried.
+type Outcome string
+
+// The outcomes.
+const (
+	Passed        Outcome = "passed"
+	Failed        Outcome = "failed"
+	UnscoredInfra Outcome = "unscored_infra"
+	VerifierError Outcome = "verifier_error"
+	OutcomeCancel Outcome = "cancelled"
+)
+
+// Timing is one phase's span, as Harbor records it.
+type Timing struct {
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+}
+
+// AgentResult is Harbor's token and cost totals of a trial.
+type AgentResult struct {
+	NInputTokens  int64   `json:"n_input_tokens"`
+	NCacheTokens  int64   `json:"n_cache_tokens"`
+	NOutputTokens int64   `json:"n_output_tokens"`
+	CostUSD       float64 `json:"cost_usd"`
+	NCalls        int64   `json:"n_calls"`
+}
+
+// VerifierResult is Harbor's rewards of a trial.
+type VerifierResult struct {
+	Rewards map[string]float64 `json:"rewards"`
+}
+
+// ExceptionInfo is Harbor's record of what went wrong.
+type ExceptionInfo struct {
+	ExceptionType    string    `json:"exception_type"`
+	ExceptionMessage string    `json:"exception_message"`
+	OccurredAt       time.Time `json:"occurred_at"`
+}
+
+// AgentRecord is one agent of the trial: who it was and what it used.
+type AgentRecord struct {
+	ID       string     `json:"id"`
+	ClassID  string     `json:"class_id"`
+	Kind     string     `json:"kind"`
+	Role     string     `json:"role"`
+	Endpoint string     `json:"endpoint"`
+	Pubkey   string     `json:"pubkey"`
+	UID      int        `json:"uid"`
+	Usage    llm.Totals `json:"usage"`
+	// ExitCode is the agent process's exit status; nil if it was still
+	// running when the trial ended (the sweep ended it).
+	ExitCode *int `json:"exit_code"`
+	// BudgetExhausted names the agent budget that was spent, if any.
+	BudgetExhausted string `json:"budget_exhausted,omitempty"`
+}
+
+// RelayCounts are the channel's counters.
+type RelayCounts struct {
+	Events            int `json:"events"`
+	IgnoredDone       int `json:"ignored_done"`
+	Refusals          int `json:"refusals"`
+	IdentityConflicts int `json:"identity_conflicts"`
+}
+
+// Done is the orchestrator's DONE: message.
+type Done struct {
+	EventID string    `json:"event_id"`
+	Content string    `json:"content"`
+	At      time.Time `json:"at"`
+}
+
+// Result is a trial's result.json: Harbor's trial fields plus the team's.
+type Result struct {
+	ID           string    `json:"id"`
+	TrialName    string    `json:"trial_name"`
+	TaskName     string    `json:"task_name"`
+	TaskPath     string    `json:"task_path"`
+	TaskChecksum string    `json:"task_checksum"`
+	Attempt      int       `json:"attempt"`
+	Condition    string    `json:"condition"`
+	ManifestPath string    `json:"manifest_path"`
+	ManifestHash string    `json:"manifest_sha256"`
+	Version      string    `json:"troupe_version"`
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at"`
+
+	EnvironmentSetup Timing `json:"environment_setup"`
+	AgentSetup       Timing `json:"agent_setup"`
+	AgentExecution   Timing `json:"agent_execution"`
+	Verifier         Timing `json:"verifier"`
+	Teardown         Timing `json:"teardown"`
+
+	CompletionReason Reason          `json:"completion_reason"`
+	Outcome          Outcome         `json:"outcome"`
+	Reward           *float64        `json:"reward"`
+	VerifierResult   *VerifierResult `json:"verifier_result"`
+	AgentResult      AgentResult     `json:"agent_result"`
+	ExceptionInfo    *ExceptionInfo  `json:"exception_info"`
+
+	// AgentUser is isolated (each agent its own uid) or root; with root,
+	// identities were not isolated.
+	AgentUser          string        `json:"agent_user"`
+	IdentitiesIsolated bool          `json:"identities_isolated"`
+	Agents             []AgentRecord `json:"agents"`
+	Done               *Done         `json:"done"`
+	Relay              RelayCounts   `json:"relay"`
+	// TrialBudgetExhausted is set when the trial's max_cost_usd was spent.
+	TrialBudgetExhausted bool           `json:"trial_budget_exhausted,omitempty"`
+	Sweep                *inside.Report `json:"sweep"`
+	CleanupErrors        []string       `json:"cleanup_errors"`
+	// Timeouts are the phase limits the trial ran with, in seconds.
+	Timeouts map[string]float64 `json:"timeouts"`
+}
+
+// Finished reports whether a result is final for resuming: scored trials and
+// verifier errors are kept; infrastructure failures and cancelled trials are
+// redone.
+func (r *Result) Finished() bool {
+	return r.Outcome == Passed || r.Outcome == Failed || r.Outcome == VerifierError
+}
+
+// writeJSON writes v to path atomically: a temporary file in the same
+// folder, synced, then renamed over the old one, so a reader (or a crash)
+// never sees half a file.
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	data = append(data, '\n')
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename this fails harmlessly
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadResult reads a trial's result.json.
+func ReadResult(path string) (*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}

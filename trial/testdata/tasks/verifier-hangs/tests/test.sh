@@ -1,0 +1,3 @@
+#!/bin/sh
+# Never finishes.
+sleep 600

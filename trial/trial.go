@@ -1,0 +1,902 @@
+package trial
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/personas"
+	"github.com/troupebench/troupe/relay"
+	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/inside"
+	"github.com/troupebench/troupe/runtime/tunnel"
+)
+
+// Paths and ids inside a trial container.
+const (
+	secretsDir     = "/run/troupe/agents"
+	homesDir       = "/run/troupe/home"
+	defaultWorkdir = "/app"
+	verifierLogs   = "/logs/verifier"
+	artifactsDir   = "/logs/artifacts"
+	testsDir       = "/tests"
+	relayListen    = "127.0.0.1:3600"
+	llmListen      = "127.0.0.1:3601"
+	// Isolated agents run as agentUIDBase+n (n from 1, trial order) in the
+	// group agentGID, which owns the shared working folder.
+	agentUIDBase = 10000
+	agentGID     = 10000
+	// deadlineSlack: agents that all exit this close to the deadline have
+	// stopped because of it.
+	deadlineSlack = 5 * time.Second
+	// defaultPids bounds a trial container's processes (threads included)
+	// unless the manifest overrides it.
+	defaultPids = 4096
+)
+
+// Env is what the trials of a job share: the runtime, the job's relay and
+// gateway, troupe's own binary for the containers, and the phase limits.
+type Env struct {
+	Runtime runtime.Runtime
+	Relay   *relay.Relay
+	Gateway *llm.Gateway
+	Binary  *runtime.Binary
+	JobID   string
+	Version string
+	Limits  Limits
+}
+
+// Limits are the phase timeouts that do not come from the task or the
+// manifest; Multiplier scales every phase's timeout, those included.
+type Limits struct {
+	Multiplier float64
+	Ready      time.Duration
+	Teardown   time.Duration
+	SweepGrace time.Duration
+}
+
+// DefaultLimits are troupe's phase limits.
+var DefaultLimits = Limits{Multiplier: 1, Ready: 60 * time.Second, Teardown: 60 * time.Second, SweepGrace: 5 * time.Second}
+
+func (l Limits) scale(d time.Duration) time.Duration {
+	if l.Multiplier <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) * l.Multiplier)
+}
+
+// Spec is one trial to run.
+type Spec struct {
+	// Name is the trial folder's name: <task>__<condition>__<attempt>.
+	Name string
+	// Dir is the trial folder; it must not exist yet or be empty.
+	Dir          string
+	Team         *manifest.Team
+	ManifestPath string
+	Task         *Task
+	Attempt      int
+}
+
+// Event is a step of a trial, for progress displays and --json.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"` // trial_started, phase, trial_finished
+	Trial   string    `json:"trial"`
+	Phase   string    `json:"phase,omitempty"`
+	Outcome Outcome   `json:"outcome,omitempty"`
+	Reason  Reason    `json:"completion_reason,omitempty"`
+	Reward  *float64  `json:"reward,omitempty"`
+	CostUSD float64   `json:"cost_usd"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Event types.
+const (
+	EventStarted  = "trial_started"
+	EventPhase    = "phase"
+	EventFinished = "trial_finished"
+)
+
+// agentRun is one agent of a running trial.
+type agentRun struct {
+	manifest.Agent
+	sk, pk         string
+	uid            int
+	prompt         []byte
+	proc           runtime.Process
+	stdout, stderr *os.File
+	calls          *os.File
+	exited         bool
+}
+
+// run is one trial in progress. Its fields are used by the goroutine that
+// called Run only, except exits, which the agents' watchers write.
+type run struct {
+	env   *Env
+	spec  Spec
+	res   *Result
+	log   *slog.Logger
+	emit  func(Event)
+	id    string
+	start time.Time
+
+	logFile           *os.File
+	transcript, audit *os.File
+	agents            []*agentRun
+	userSK, userPK    string
+	ch                *relay.Channel
+	gw                *llm.Trial
+	container         string
+	img               runtime.Image
+	workdir           string
+	tun               *tunnel.Tunnel
+	deadline          time.Time
+
+	exits    chan int      // agent index, when its process ends
+	stop     chan struct{} // ends the exit watchers
+	watchers sync.WaitGroup
+	creating bool  // a container may exist
+	err      error // what ended the trial early
+	errType  string
+}
+
+// Run runs one trial, step by step (docs/run.md), and writes its folder:
+// result.json last, atomically. It returns an error only when the result
+// could not be written; everything else is in the result.
+func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, error) {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	r := &run{env: env, spec: spec, emit: emit, start: time.Now(), stop: make(chan struct{})}
+	r.id = spec.Name + "-" + randomHex(4)
+	m := spec.Team.Manifest
+	r.res = &Result{
+		ID: r.id, TrialName: spec.Name, TaskName: spec.Task.Name, TaskPath: spec.Task.Dir, TaskChecksum: spec.Task.Digest,
+		Attempt: spec.Attempt, Condition: m.Condition, ManifestPath: spec.ManifestPath, ManifestHash: m.Hash(),
+		Version: env.Version, StartedAt: r.start, AgentUser: string(agentUser(m)), IdentitiesIsolated: agentUser(m) == manifest.Isolated,
+		CleanupErrors: []string{},
+	}
+	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("trial %s: %w", spec.Name, err)
+	}
+	logFile, err := os.Create(filepath.Join(spec.Dir, "trial.log"))
+	if err != nil {
+		return nil, fmt.Errorf("trial %s: %w", spec.Name, err)
+	}
+	r.logFile = logFile
+	r.log = slog.New(slog.NewTextHandler(logFile, nil)).With("trial", r.id)
+	r.res.Timeouts = r.timeouts()
+	r.emit(Event{Time: r.start, Type: EventStarted, Trial: spec.Name})
+	r.log.Info("trial start", "task", spec.Task.Name, "condition", m.Condition, "attempt", spec.Attempt, "manifest_sha256", m.Hash())
+	if err := writeJSON(filepath.Join(spec.Dir, "config.json"), r.config()); err != nil {
+		r.cleanupError("write config.json", err)
+	}
+
+	reason := r.execute(ctx)
+	r.finish(ctx, reason)
+
+	if err := writeJSON(filepath.Join(spec.Dir, "result.json"), r.res); err != nil {
+		logFile.Close()
+		return r.res, fmt.Errorf("trial %s: %w", spec.Name, err)
+	}
+	r.log.Info("trial end", "completion_reason", r.res.CompletionReason, "outcome", r.res.Outcome, "cost_usd", r.res.AgentResult.CostUSD)
+	logFile.Close()
+	r.emit(Event{Time: time.Now(), Type: EventFinished, Trial: spec.Name, Outcome: r.res.Outcome, Reason: r.res.CompletionReason,
+		Reward: r.res.Reward, CostUSD: r.res.AgentResult.CostUSD, Error: r.errMessage()})
+	return r.res, nil
+}
+
+func agentUser(m *manifest.Manifest) manifest.AgentUser {
+	if m.AgentUser == "" {
+		return manifest.Isolated
+	}
+	return m.AgentUser
+}
+
+func (r *run) isolated() bool { return agentUser(r.spec.Team.Manifest) == manifest.Isolated }
+
+// timeouts are the trial's phase limits.
+func (r *run) timeouts() map[string]float64 {
+	return map[string]float64{
+		"build":    r.env.Limits.scale(r.spec.Task.BuildTimeout).Seconds(),
+		"ready":    r.env.Limits.scale(r.env.Limits.Ready).Seconds(),
+		"agent":    r.agentTimeout().Seconds(),
+		"verifier": r.env.Limits.scale(r.spec.Task.VerifierTimeout).Seconds(),
+		"teardown": r.env.Limits.scale(r.env.Limits.Teardown).Seconds(),
+	}
+}
+
+// agentTimeout is the manifest's trial timeout capped by the task's own,
+// scaled by the multiplier. It runs from the agents' launch.
+func (r *run) agentTimeout() time.Duration {
+	d := time.Duration(r.spec.Team.Manifest.TrialBudget.TimeoutSeconds) * time.Second
+	if t := r.spec.Task.AgentTimeout; t > 0 && t < d {
+		d = t
+	}
+	return r.env.Limits.scale(d)
+}
+
+// config is the trial's config.json: what it was asked to run. No secret.
+func (r *run) config() any {
+	m := r.spec.Team.Manifest
+	return map[string]any{
+		"trial_name": r.spec.Name, "id": r.id, "job_id": r.env.JobID, "attempt": r.spec.Attempt,
+		"task":     map[string]any{"name": r.spec.Task.Name, "path": r.spec.Task.Dir, "checksum": r.spec.Task.Digest},
+		"manifest": map[string]any{"path": r.spec.ManifestPath, "condition": m.Condition, "sha256": m.Hash()},
+		"timeouts": r.res.Timeouts, "agent_user": r.res.AgentUser, "troupe_version": r.env.Version,
+	}
+}
+
+// phase starts a phase: it stamps the result and tells the job.
+func (r *run) phase(name string, t *Timing) {
+	now := time.Now()
+	t.StartedAt = &now
+	r.log.Info("phase", "phase", name)
+	r.emit(Event{Time: now, Type: EventPhase, Trial: r.spec.Name, Phase: name})
+}
+
+func endPhase(t *Timing) {
+	if t.StartedAt != nil && t.FinishedAt == nil {
+		now := time.Now()
+		t.FinishedAt = &now
+	}
+}
+
+// fail records what ended the trial early; the first failure wins.
+func (r *run) fail(kind string, err error) {
+	if r.err == nil {
+		r.err, r.errType = err, kind
+		r.log.Error("trial failed", "type", kind, "err", err.Error())
+	}
+}
+
+func (r *run) errMessage() string {
+	if r.err == nil {
+		return ""
+	}
+	return r.err.Error()
+}
+
+func (r *run) cleanupError(what string, err error) {
+	msg := what + ": " + err.Error()
+	r.res.CleanupErrors = append(r.res.CleanupErrors, msg)
+	r.log.Error("cleanup", "err", msg)
+}
+
+// execute runs steps 1 to 7 and returns the completion reason.
+func (r *run) execute(ctx context.Context) Reason {
+	broken := func(kind string, err error) Reason {
+		if ctx.Err() != nil {
+			r.fail("Cancelled", context.Cause(ctx))
+			return Cancelled
+		}
+		r.fail(kind, err)
+		return InfraError
+	}
+	r.phase("environment_setup", &r.res.EnvironmentSetup)
+	if err := r.provision(); err != nil {
+		return broken("ProvisionError", err)
+	}
+	if kind, err := r.createContainer(ctx); err != nil {
+		return broken(kind, err)
+	}
+	if err := r.openTunnel(ctx); err != nil {
+		return broken("TunnelError", err)
+	}
+	if err := r.prepare(ctx); err != nil {
+		return broken("ContainerError", err)
+	}
+	endPhase(&r.res.EnvironmentSetup)
+
+	r.phase("agent_setup", &r.res.AgentSetup)
+	if err := r.launch(ctx); err != nil {
+		return broken("AgentStartError", err)
+	}
+	if err := r.waitReady(ctx); err != nil {
+		return broken("ReadinessError", err)
+	}
+	endPhase(&r.res.AgentSetup)
+
+	r.phase("agent_execution", &r.res.AgentExecution)
+	reason := r.watch(ctx)
+	endPhase(&r.res.AgentExecution)
+	return reason
+}
+
+// provision makes the trial's identities, prompts, channel and tokens.
+func (r *run) provision() error {
+	team := r.spec.Team
+	r.userSK = nostr.GeneratePrivateKey()
+	r.userPK, _ = nostr.GetPublicKey(r.userSK)
+	var members []personas.Member
+	for i, a := range team.Agents {
+		ar := &agentRun{Agent: a, sk: nostr.GeneratePrivateKey()}
+		ar.pk, _ = nostr.GetPublicKey(ar.sk)
+		if r.isolated() {
+			ar.uid = agentUIDBase + i + 1
+		}
+		r.agents = append(r.agents, ar)
+		members = append(members, personas.Member{ID: a.ID, Role: a.Role, Kind: string(a.Kind), Pubkey: ar.pk})
+	}
+	user := personas.Member{ID: "user", Role: "user", Kind: "user", Pubkey: r.userPK}
+	for i, ar := range r.agents {
+		ar.prompt = personas.Compose(ar.Prompt, personas.Context{Self: members[i], Channel: r.id, User: user, Team: members})
+		dir := filepath.Join(r.spec.Dir, "agents", ar.ID)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "system-prompt.md"), ar.prompt, 0o644); err != nil {
+			return err
+		}
+		var err error
+		if ar.stdout, err = os.Create(filepath.Join(dir, "stdout.log")); err != nil {
+			return err
+		}
+		if ar.stderr, err = os.Create(filepath.Join(dir, "stderr.log")); err != nil {
+			return err
+		}
+		if ar.calls, err = os.Create(filepath.Join(dir, "llm-calls.jsonl")); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(r.spec.Dir, "relay"), 0o755); err != nil {
+		return err
+	}
+	var err error
+	if r.transcript, err = os.Create(filepath.Join(r.spec.Dir, "relay", "transcript.jsonl")); err != nil {
+		return err
+	}
+	if r.audit, err = os.Create(filepath.Join(r.spec.Dir, "relay", "audit.jsonl")); err != nil {
+		return err
+	}
+
+	var relayMembers []relay.Member
+	var specs []llm.AgentSpec
+	for _, ar := range r.agents {
+		relayMembers = append(relayMembers, relay.Member{Pubkey: ar.pk, ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind)})
+		specs = append(specs, llm.AgentSpec{ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind), Pubkey: ar.pk, Endpoint: ar.Endpoint, Budget: ar.Budget, Log: ar.calls})
+	}
+	m := team.Manifest
+	r.ch, err = r.env.Relay.OpenChannel(relay.ChannelConfig{
+		ID: r.id, Name: r.spec.Name, About: fmt.Sprintf("job=%s task=%s condition=%s manifest=%s", r.env.JobID, r.spec.Task.Name, m.Condition, m.Hash()),
+		Members: relayMembers, UserPubkey: r.userPK, UserSecretKey: r.userSK, Orchestrator: r.agents[0].pk,
+		Transcript: r.transcript, Audit: r.audit,
+	})
+	if err != nil {
+		return fmt.Errorf("open the trial channel: %w", err)
+	}
+	r.gw, err = r.env.Gateway.OpenTrial(llm.TrialSpec{ID: r.id, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD})
+	if err != nil {
+		return fmt.Errorf("mint gateway tokens: %w", err)
+	}
+	for _, ar := range r.agents {
+		r.res.Agents = append(r.res.Agents, AgentRecord{ID: ar.ID, ClassID: ar.ClassID, Kind: string(ar.Kind), Role: ar.Role, Endpoint: ar.Endpoint, Pubkey: ar.pk, UID: ar.uid})
+	}
+	return nil
+}
+
+// createContainer resolves the image and starts the container with the
+// binary, the agents' secrets and the shared working folder in place.
+func (r *run) createContainer(ctx context.Context) (string, error) {
+	rt, task, m := r.env.Runtime, r.spec.Task, r.spec.Team.Manifest
+	bctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(task.BuildTimeout))
+	img, err := rt.Image(bctx, runtime.ImageSpec{Image: task.Image, BuildDir: task.EnvDir})
+	cancel()
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return "ImageBuildTimeout", fmt.Errorf("the image was not ready within %s: %w", r.env.Limits.scale(task.BuildTimeout), err)
+		}
+		return "ImageBuildError", err
+	}
+	r.img = img
+	r.workdir = cmpOr(img.WorkDir, defaultWorkdir)
+	spec := runtime.ContainerSpec{
+		Image: img.Ref, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
+		Labels:  map[string]string{runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id},
+		Network: runtime.NetworkNone, CPUs: task.CPUs, MemoryMB: task.MemoryMB, Pids: defaultPids,
+	}
+	if task.Internet {
+		spec.Network = runtime.NetworkBridge
+	}
+	if v := m.Environment.OverrideCPUs; v != nil {
+		spec.CPUs = float64(*v)
+	}
+	if v := m.Environment.OverrideMemoryMB; v != nil {
+		spec.MemoryMB = *v
+	}
+	if v := m.Environment.OverridePids; v != nil {
+		spec.Pids = *v
+	}
+	// A create is not interrupted: cancelled in flight, the engine may still
+	// make the container after the client stopped listening, leaving one
+	// nobody knows the id of. It is quick; the cancellation is seen after.
+	r.creating = true
+	cctx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	id, err := rt.Create(cctx, spec)
+	cancelCreate()
+	if err != nil {
+		return "ContainerError", err
+	}
+	r.container = id
+	if err := ctx.Err(); err != nil {
+		return "Cancelled", err
+	}
+	r.log.Info("container", "id", id, "image", img.Ref, "workdir", r.workdir, "network", spec.Network)
+	if err := rt.Start(ctx, id); err != nil {
+		return "ContainerError", err
+	}
+	r.log.Info("container started")
+	return "", nil
+}
+
+// prepare unpacks the agents' files in the container and, for isolated
+// agents, makes the working folder writable by all of them. It is a call
+// through the tunnel, which runs as root: no exec, no copy through the
+// engine (each costs about 50 ms).
+func (r *run) prepare(ctx context.Context) error {
+	var opts struct {
+		Share string `json:"share,omitempty"`
+		GID   int    `json:"gid,omitempty"`
+	}
+	if r.isolated() {
+		opts.Share, opts.GID = r.workdir, agentGID
+	}
+	arg, _ := json.Marshal(opts)
+	var files bytes.Buffer
+	if err := runtime.WriteTar(&files, r.containerFiles()); err != nil {
+		return fmt.Errorf("prepare the container: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := r.tun.Call(cctx, "prepare", string(arg), files.Bytes()); err != nil {
+		return fmt.Errorf("prepare the container: %w", err)
+	}
+	r.log.Info("container prepared", "workdir", r.workdir, "shared", r.isolated())
+	return nil
+}
+
+// containerFiles are what prepare unpacks: each agent's key, token and
+// prompt readable by it alone, its home, and the log folders. troupe's
+// binary comes with the container (ContainerSpec.Binary).
+func (r *run) containerFiles() []runtime.File {
+	gid := 0
+	if r.isolated() {
+		gid = agentGID
+	}
+	files := []runtime.File{
+		{Path: "/run/troupe", Mode: fs.ModeDir | 0o755},
+		{Path: secretsDir, Mode: fs.ModeDir | 0o755},
+		{Path: homesDir, Mode: fs.ModeDir | 0o755},
+		{Path: "/logs", Mode: fs.ModeDir | 0o755},
+		{Path: verifierLogs, Mode: fs.ModeDir | 0o755},
+		{Path: artifactsDir, Mode: fs.ModeDir | fs.ModeSetgid | 0o775, GID: gid},
+	}
+	for _, ar := range r.agents {
+		dir := path.Join(secretsDir, ar.ID)
+		files = append(files,
+			runtime.File{Path: dir, Mode: fs.ModeDir | 0o500, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, "key"), Data: []byte(ar.sk + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, "token"), Data: []byte(r.gw.Token(ar.ID) + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, "system-prompt.md"), Data: ar.prompt, Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(homesDir, ar.ID), Mode: fs.ModeDir | 0o700, UID: ar.uid, GID: ar.uid},
+		)
+	}
+	return files
+}
+
+// openTunnel connects the container's relay and gateway ports to the job's.
+func (r *run) openTunnel(ctx context.Context) error {
+	relayAddr, err := hostPort(r.env.Relay.URL())
+	if err != nil {
+		return err
+	}
+	llmAddr, err := hostPort(r.env.Gateway.URL())
+	if err != nil {
+		return err
+	}
+	var d net.Dialer
+	dial := func(ctx context.Context, name string) (net.Conn, error) {
+		switch name {
+		case "relay":
+			return d.DialContext(ctx, "tcp", relayAddr)
+		case "llm":
+			return d.DialContext(ctx, "tcp", llmAddr)
+		}
+		return nil, fmt.Errorf("no target %q", name)
+	}
+	listens := []tunnel.Listen{{Addr: relayListen, Name: "relay"}, {Addr: llmListen, Name: "llm"}}
+	r.tun, err = tunnel.Open(ctx, r.env.Runtime, r.container, runtime.BinaryPath, listens, dial)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(r.env.Limits.Ready))
+	defer cancel()
+	if err := r.tun.WaitReady(rctx); err != nil {
+		return err
+	}
+	r.log.Info("tunnel ready")
+	return nil
+}
+
+func hostPort(u string) (string, error) {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return "", fmt.Errorf("address %s: %w", u, err)
+	}
+	return parsed.Host, nil
+}
+
+// launch starts one exec per agent, with the stack contract's environment.
+func (r *run) launch(ctx context.Context) error {
+	r.deadline = time.Now().Add(r.agentTimeout())
+	r.exits = make(chan int, len(r.agents))
+	for i, ar := range r.agents {
+		dir := path.Join(secretsDir, ar.ID)
+		env := []string{
+			"TROUPE_RELAY_URL=" + relay.ContainerURL,
+			"TROUPE_PRIVATE_KEY_FILE=" + path.Join(dir, "key"),
+			"TROUPE_LLM_TOKEN_FILE=" + path.Join(dir, "token"),
+			"TROUPE_CHANNEL=" + r.id,
+			"TROUPE_LLM_BASE_URL=" + llm.ContainerURL + "/v1",
+			"TROUPE_MODEL=" + ar.Endpoint,
+			"TROUPE_SYSTEM_PROMPT_FILE=" + path.Join(dir, "system-prompt.md"),
+			"TROUPE_DEADLINE=" + r.deadline.UTC().Format(time.RFC3339Nano),
+			"TROUPE_WORKDIR=" + r.workdir,
+			"TROUPE_AGENT_ID=" + ar.ID,
+			"HOME=" + path.Join(homesDir, ar.ID),
+		}
+		user := "0:0"
+		if r.isolated() {
+			user = fmt.Sprintf("%d:%d", ar.uid, agentGID)
+		}
+		p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
+			Cmd: []string{runtime.BinaryPath, "agent"}, Env: env, User: user, WorkDir: r.workdir, Stdout: ar.stdout, Stderr: ar.stderr,
+		})
+		if err != nil {
+			return fmt.Errorf("start agent %s: %w", ar.ID, err)
+		}
+		ar.proc = p
+		r.watchers.Go(func() {
+			select {
+			case <-p.Done():
+				r.exits <- i
+			case <-r.stop:
+			}
+		})
+	}
+	r.log.Info("agents launched", "count", len(r.agents), "deadline", r.deadline.Format(time.RFC3339))
+	return nil
+}
+
+// exited records an agent's end.
+func (r *run) exited(i int) *agentRun {
+	ar := r.agents[i]
+	ar.exited = true
+	code, err := ar.proc.Wait(context.Background())
+	if err == nil {
+		r.res.Agents[i].ExitCode = &code
+	}
+	r.log.Info("agent exited", "agent", ar.ID, "code", code)
+	return ar
+}
+
+// waitReady waits until every agent has authenticated and subscribed.
+func (r *run) waitReady(ctx context.Context) error {
+	limit := r.env.Limits.scale(r.env.Limits.Ready)
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		_, missing, changed := r.ch.Readiness()
+		if len(missing) == 0 {
+			r.log.Info("agents ready")
+			return nil
+		}
+		select {
+		case <-changed:
+		case i := <-r.exits:
+			ar := r.exited(i)
+			return fmt.Errorf("agent %s exited before it was ready; its last words: %s", ar.ID, tail(ar.stderr.Name(), 600))
+		case <-timer.C:
+			return fmt.Errorf("agents %s were not ready within %s (authenticated with a live subscription to the channel)", strings.Join(missing, ", "), limit)
+		case <-r.tun.Done():
+			return fmt.Errorf("the tunnel ended: %s", r.tun.Stderr())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// watch posts the task and waits for the first thing that ends the
+// agents' work.
+func (r *run) watch(ctx context.Context) Reason {
+	orch := r.agents[0]
+	if _, err := r.ch.Post(ctx, r.spec.Task.Instruction, orch.pk); err != nil {
+		if ctx.Err() != nil {
+			return Cancelled
+		}
+		r.fail("RelayError", fmt.Errorf("post the task: %w", err))
+		return InfraError
+	}
+	r.log.Info("task posted", "to", orch.ID)
+	timer := time.NewTimer(time.Until(r.deadline))
+	defer timer.Stop()
+	exhausted := r.gw.Exhausted()
+	for {
+		select {
+		case <-r.ch.Done():
+			r.log.Info("declared done", "content", r.ch.DoneEvent().Content)
+			return DeclaredDone
+		case <-timer.C:
+			r.log.Info("deadline")
+			return Deadline
+		case ex := <-exhausted:
+			r.log.Info("budget exhausted", "agent", ex.Agent, "budget", ex.Budget, "spent", ex.Spent, "limit", ex.Limit)
+			if ex.Agent == "" {
+				r.res.TrialBudgetExhausted = true
+				return BudgetExhausted
+			}
+			for i := range r.res.Agents {
+				if r.res.Agents[i].ID == ex.Agent {
+					r.res.Agents[i].BudgetExhausted = ex.Budget
+				}
+			}
+			// A worker out of budget says so in the channel and idles; the
+			// orchestrator may still finish. The orchestrator's budget ends
+			// the trial.
+			if ex.Agent == orch.ID {
+				return BudgetExhausted
+			}
+		case i := <-r.exits:
+			r.exited(i)
+			if r.allExited() {
+				// Agents stop a little before their deadline (the reference
+				// agent 2s): exiting then is the deadline's doing.
+				if time.Until(r.deadline) < deadlineSlack {
+					return Deadline
+				}
+				return AgentsExited
+			}
+		case <-r.tun.Done():
+			r.fail("TunnelError", fmt.Errorf("the tunnel ended during the trial: %s", r.tun.Stderr()))
+			return InfraError
+		case <-ctx.Done():
+			return Cancelled
+		}
+	}
+}
+
+func (r *run) allExited() bool {
+	for _, ar := range r.agents {
+		if !ar.exited {
+			return false
+		}
+	}
+	return true
+}
+
+// finish runs steps 8 to 10: sweep, verify, collect, teardown; then fills
+// in the result.
+func (r *run) finish(ctx context.Context, reason Reason) {
+	// Cleanup runs under its own context: a cancelled job still sweeps and
+	// removes what it started.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.env.Limits.scale(r.env.Limits.Teardown))
+	defer cancel()
+	endPhase(&r.res.EnvironmentSetup)
+	endPhase(&r.res.AgentSetup)
+	endPhase(&r.res.AgentExecution)
+	if r.container != "" && r.agents[0].proc != nil {
+		r.sweep(cctx)
+		r.log.Info("swept")
+	}
+	r.stopWatchers()
+	r.closeServices(cctx)
+	r.log.Info("services closed")
+
+	outcome := OutcomeCancel
+	switch {
+	case reason == Cancelled || ctx.Err() != nil:
+		reason, outcome = Cancelled, OutcomeCancel
+		if r.err == nil {
+			r.fail("Cancelled", errors.New("the job was interrupted"))
+		}
+	case reason == InfraError:
+		outcome = UnscoredInfra
+	default:
+		outcome = r.verify(ctx)
+	}
+	if r.container != "" {
+		r.phase("teardown", &r.res.Teardown)
+		if err := r.env.Runtime.Remove(cctx, runtime.Resource{Kind: runtime.KindContainer, ID: r.container}); err != nil {
+			r.cleanupError("remove the container", err)
+		}
+		r.log.Info("container removed")
+		endPhase(&r.res.Teardown)
+	}
+	if r.creating {
+		// A create cancelled in flight may have made a container whose id
+		// never came back: find it by the trial's label.
+		r.removeByLabel(cctx)
+	}
+	r.res.CompletionReason, r.res.Outcome = reason, outcome
+	r.res.FinishedAt = time.Now()
+	if r.err != nil {
+		r.res.ExceptionInfo = &ExceptionInfo{ExceptionType: r.errType, ExceptionMessage: r.err.Error(), OccurredAt: time.Now()}
+	}
+}
+
+// sweep ends every agent process, then waits for their execs.
+func (r *run) sweep(ctx context.Context) {
+	grace := r.env.Limits.SweepGrace
+	out, err := r.sweepReport(ctx, grace)
+	if err != nil {
+		r.cleanupError("sweep", err)
+	} else {
+		var rep inside.Report
+		if err := json.Unmarshal(out, &rep); err != nil {
+			r.cleanupError("sweep report", err)
+		} else {
+			r.res.Sweep = &rep
+			if len(rep.Survivors) > 0 {
+				r.cleanupError("sweep", fmt.Errorf("%d processes survived KILL", len(rep.Survivors)))
+			}
+		}
+	}
+	// The agents' execs end with their processes.
+	for i, ar := range r.agents {
+		if ar.proc == nil || ar.exited {
+			continue
+		}
+		select {
+		case <-ar.proc.Done():
+			r.exited(i)
+		case <-time.After(5 * time.Second):
+			r.cleanupError("sweep", fmt.Errorf("agent %s's exec did not end after the sweep", ar.ID))
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sweepReport sweeps the container and returns the JSON report: a call
+// through the tunnel, or, when the tunnel is gone, troupe sweep in an exec.
+func (r *run) sweepReport(ctx context.Context, grace time.Duration) ([]byte, error) {
+	wctx, cancel := context.WithTimeout(ctx, grace+15*time.Second)
+	defer cancel()
+	if r.tun != nil {
+		select {
+		case <-r.tun.Done():
+		default:
+			return r.tun.Call(wctx, "sweep", grace.String(), nil)
+		}
+	}
+	var out, errOut bytes.Buffer
+	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
+		Cmd: []string{runtime.BinaryPath, "sweep", "--grace", grace.String()}, User: "0:0", Stdout: &out, Stderr: &errOut,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	code, err := p.Wait(wctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case code != 0:
+		return nil, fmt.Errorf("exit %d: %s", code, strings.TrimSpace(errOut.String()))
+	}
+	return out.Bytes(), nil
+}
+
+func (r *run) stopWatchers() {
+	close(r.stop)
+	r.watchers.Wait()
+	for _, ar := range r.agents {
+		if ar.proc != nil {
+			ar.proc.Close()
+		}
+	}
+}
+
+// closeServices ends the trial's tunnel, channel and tokens, and closes the
+// files they wrote, recording the usage and relay counts.
+func (r *run) closeServices(ctx context.Context) {
+	if r.tun != nil {
+		if err := r.tun.Close(); err != nil {
+			r.cleanupError("close the tunnel", err)
+		}
+	}
+	if r.ch != nil {
+		stats := r.ch.Stats()
+		r.res.Relay = RelayCounts{Events: stats.Events, IgnoredDone: stats.IgnoredDone, Refusals: stats.Refusals, IdentityConflicts: stats.IdentityConflicts}
+		if ev := r.ch.DoneEvent(); ev != nil {
+			r.res.Done = &Done{EventID: ev.ID, Content: ev.Content, At: ev.CreatedAt.Time()}
+		}
+		if err := r.env.Relay.CloseChannel(r.id); err != nil {
+			r.cleanupError("close the channel", err)
+		}
+	}
+	if r.gw != nil {
+		if err := r.gw.Close(ctx); err != nil {
+			r.cleanupError("revoke the gateway tokens", err)
+		}
+		perAgent, total := r.gw.Usage()
+		for i := range r.res.Agents {
+			r.res.Agents[i].Usage = perAgent[r.res.Agents[i].ID]
+		}
+		r.res.AgentResult = AgentResult{NInputTokens: total.InputTokens, NCacheTokens: total.CachedTokens, NOutputTokens: total.OutputTokens, CostUSD: total.CostUSD, NCalls: total.Calls}
+	}
+	for _, ar := range r.agents {
+		for _, f := range []*os.File{ar.stdout, ar.stderr, ar.calls} {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	for _, f := range []*os.File{r.transcript, r.audit} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+func (r *run) removeByLabel(ctx context.Context) {
+	left, err := r.env.Runtime.List(ctx, map[string]string{runtime.LabelTrial: r.id})
+	if err != nil {
+		r.cleanupError("look for the trial's containers", err)
+		return
+	}
+	for _, res := range left {
+		if res.ID == r.container && res.Kind == runtime.KindContainer {
+			continue // removed above; a failure there is recorded
+		}
+		if err := r.env.Runtime.Remove(ctx, res); err != nil {
+			r.cleanupError("remove "+res.String(), err)
+		}
+	}
+}
+
+// tail returns the end of a file, for error messages.
+func tail(file string, n int) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	s := strings.TrimSpace(string(data))
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	if s == "" {
+		return "(nothing)"
+	}
+	return s
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (Go 1.24+)
+	return hex.EncodeToString(b)
+}

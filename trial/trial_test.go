@@ -1,0 +1,284 @@
+package trial
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+const helloWorld = "../examples/tasks/hello-world"
+
+// runTrial runs one trial of a manifest on a task and returns its result
+// and folder; a failure shows what the trial wrote.
+func runTrial(t *testing.T, env *Env, manifestPath, taskDir string) (*Result, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "trial")
+	tm := team(t, manifestPath)
+	var events []Event
+	res, err := Run(t.Context(), env, Spec{Name: "t__" + tm.Manifest.Condition + "__1", Dir: dir, Team: tm, ManifestPath: manifestPath, Task: task(t, taskDir), Attempt: 1},
+		func(e Event) { events = append(events, e) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dump(t, dir)
+		}
+	})
+	// The result on disk is the one returned, and the events bracket the trial.
+	onDisk, err := ReadResult(filepath.Join(dir, "result.json"))
+	if err != nil || onDisk.Outcome != res.Outcome || onDisk.CompletionReason != res.CompletionReason {
+		t.Errorf("result.json: %v %+v", err, onDisk)
+	}
+	if len(events) < 2 || events[0].Type != EventStarted || events[len(events)-1].Type != EventFinished || events[len(events)-1].Outcome != res.Outcome {
+		t.Errorf("events: %+v", events)
+	}
+	noSecrets(t, dir)
+	return res, dir
+}
+
+// dump logs a trial folder's logs.
+func dump(t *testing.T, dir string) {
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && (strings.HasSuffix(p, ".log") || strings.HasSuffix(p, ".txt") || strings.HasSuffix(p, "result.json")) {
+			data, _ := os.ReadFile(p)
+			t.Logf("%s:\n%s", p, data)
+		}
+		return nil
+	})
+}
+
+var (
+	hex64 = regexp.MustCompile(`[0-9a-f]{64}`)
+	token = regexp.MustCompile(`tg-[0-9a-f]{16,}`)
+)
+
+// noSecrets checks every file of a trial folder: no gateway token, and no
+// 64-hex string that is the secret key of any pubkey the trial used.
+func noSecrets(t *testing.T, dir string) {
+	t.Helper()
+	res, err := ReadResult(filepath.Join(dir, "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubkeys := map[string]bool{}
+	for _, a := range res.Agents {
+		pubkeys[a.Pubkey] = true
+	}
+	transcript, _ := os.ReadFile(filepath.Join(dir, "relay", "transcript.jsonl"))
+	for line := range strings.SplitSeq(string(transcript), "\n") {
+		var rec struct{ Event nostr.Event }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Event.PubKey != "" {
+			pubkeys[rec.Event.PubKey] = true
+		}
+	}
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, _ := os.ReadFile(p)
+		if m := token.Find(data); m != nil {
+			t.Errorf("%s holds a gateway token (%s…)", p, m[:8])
+		}
+		for _, m := range hex64.FindAll(data, -1) {
+			if pk, err := nostr.GetPublicKey(string(m)); err == nil && pubkeys[pk] {
+				t.Errorf("%s holds the secret key of %s", p, pk)
+			}
+		}
+		if strings.Contains(string(data), "sk-troupe-real-key") {
+			t.Errorf("%s holds the host's real API key", p)
+		}
+		return nil
+	})
+}
+
+func TestSoloAndTeamPassHelloWorld(t *testing.T) {
+	env := testEnv(t)
+	for _, m := range []string{"../examples/manifests/solo.yaml", "../examples/manifests/team.yaml", "../examples/manifests/peer.yaml"} {
+		res, dir := runTrial(t, env, m, helloWorld)
+		if res.Outcome != Passed || res.CompletionReason != DeclaredDone || res.Reward == nil || *res.Reward != 1 {
+			t.Fatalf("%s: %s / %s", m, res.Outcome, res.CompletionReason)
+		}
+		if res.ExceptionInfo != nil || len(res.CleanupErrors) != 0 || res.Sweep == nil || len(res.Sweep.Survivors) != 0 {
+			t.Errorf("%s: exception %v, cleanup %v, sweep %+v", m, res.ExceptionInfo, res.CleanupErrors, res.Sweep)
+		}
+		if res.Done == nil || !strings.HasPrefix(res.Done.Content, "DONE:") || res.AgentResult.NCalls == 0 {
+			t.Errorf("%s: done %+v, usage %+v", m, res.Done, res.AgentResult)
+		}
+		for _, phase := range []Timing{res.EnvironmentSetup, res.AgentSetup, res.AgentExecution, res.Verifier, res.Teardown} {
+			if phase.StartedAt == nil || phase.FinishedAt == nil || phase.FinishedAt.Before(*phase.StartedAt) {
+				t.Errorf("%s: a phase was not timed: %+v", m, phase)
+			}
+		}
+		for _, f := range []string{"config.json", "trial.log", "relay/transcript.jsonl", "relay/audit.jsonl", "verifier/reward.txt", "verifier/test-stdout.txt"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("%s: %v", m, err)
+			}
+		}
+		for _, a := range res.Agents {
+			for _, f := range []string{"system-prompt.md", "stdout.log", "stderr.log", "llm-calls.jsonl"} {
+				if _, err := os.Stat(filepath.Join(dir, "agents", a.ID, f)); err != nil {
+					t.Errorf("%s: %v", m, err)
+				}
+			}
+			if a.UID <= agentUIDBase {
+				t.Errorf("%s: agent %s ran as uid %d", m, a.ID, a.UID)
+			}
+		}
+		if strings.HasSuffix(m, "team.yaml") {
+			checkTeamFlow(t, dir, res)
+		}
+	}
+}
+
+// checkTeamFlow reads the transcript: user → lead → worker → lead → DONE.
+func checkTeamFlow(t *testing.T, dir string, res *Result) {
+	names := map[string]string{}
+	for _, a := range res.Agents {
+		names[a.Pubkey] = a.ID
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "relay", "transcript.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flow []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		var rec struct {
+			Seq   int
+			Event nostr.Event
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Event.Kind != 9 {
+			continue
+		}
+		if ok, _ := rec.Event.CheckSignature(); !ok {
+			t.Errorf("transcript event %d has a bad signature", rec.Seq)
+		}
+		from := cmpOr(names[rec.Event.PubKey], "user")
+		var to []string
+		for _, tag := range rec.Event.Tags {
+			if len(tag) >= 2 && tag[0] == "p" {
+				to = append(to, cmpOr(names[tag[1]], "user"))
+			}
+		}
+		entry := from + "→" + strings.Join(to, ",")
+		if strings.HasPrefix(rec.Event.Content, "DONE:") {
+			entry += " DONE"
+		}
+		flow = append(flow, entry)
+	}
+	want := []string{"user→lead-1", "lead-1→worker-1", "worker-1→lead-1", "lead-1→user DONE"}
+	if !slices.Equal(flow, want) {
+		t.Errorf("transcript flow %v, want %v", flow, want)
+	}
+}
+
+func TestCompletionReasonsAndOutcomes(t *testing.T) {
+	env := testEnv(t)
+	for _, c := range []struct {
+		manifest, task string
+		reason         Reason
+		outcome        Outcome
+		errType, msg   string
+		check          func(t *testing.T, res *Result, dir string)
+	}{
+		{manifest: "never-done", task: helloWorld, reason: Deadline, outcome: Failed, check: func(t *testing.T, res *Result, dir string) {
+			if took := res.AgentExecution.FinishedAt.Sub(*res.AgentSetup.StartedAt); took < 3500*time.Millisecond || took > 9*time.Second { // agents stop 2s early
+				t.Errorf("the 6s deadline ended the agents' work after %s", took)
+			}
+		}},
+		{manifest: "budget", task: helloWorld, reason: BudgetExhausted, outcome: Failed, check: func(t *testing.T, res *Result, dir string) {
+			if res.Agents[0].BudgetExhausted != "max_calls" || res.Agents[0].Usage.Calls != 1 {
+				t.Errorf("agent record %+v", res.Agents[0])
+			}
+		}},
+		{manifest: "crash", task: helloWorld, reason: AgentsExited, outcome: Failed, check: func(t *testing.T, res *Result, dir string) {
+			for _, a := range res.Agents {
+				if a.ExitCode == nil || *a.ExitCode == 0 {
+					t.Errorf("agent %s exit code %v; killed agents exit non-zero", a.ID, a.ExitCode)
+				}
+			}
+		}},
+		{manifest: "worker-done", task: helloWorld, reason: DeclaredDone, outcome: Passed, check: func(t *testing.T, res *Result, dir string) {
+			if res.Relay.IgnoredDone != 1 || res.Done == nil || res.Done.Content != "DONE: the worker wrote /app/hello.txt." {
+				t.Errorf("relay %+v, done %+v", res.Relay, res.Done)
+			}
+		}},
+		{manifest: "wrong", task: helloWorld, reason: DeclaredDone, outcome: Failed, check: func(t *testing.T, res *Result, dir string) {
+			if res.Reward == nil || *res.Reward != 0 || res.ExceptionInfo != nil {
+				t.Errorf("reward %v, exception %v", res.Reward, res.ExceptionInfo)
+			}
+		}},
+		{manifest: "solo-example", task: "testdata/tasks/broken-dockerfile", reason: InfraError, outcome: UnscoredInfra, errType: "ImageBuildError", msg: "troupe-test-build-step"},
+		{manifest: "solo-example", task: "testdata/tasks/verifier-hangs", reason: DeclaredDone, outcome: VerifierError, errType: "VerifierTimeout", msg: "did not finish within 2s"},
+		{manifest: "root", task: helloWorld, reason: DeclaredDone, outcome: Passed, check: func(t *testing.T, res *Result, dir string) {
+			if res.AgentUser != "root" || res.IdentitiesIsolated || res.Agents[0].UID != 0 {
+				t.Errorf("agent_user %s, isolated %v, uid %d", res.AgentUser, res.IdentitiesIsolated, res.Agents[0].UID)
+			}
+		}},
+	} {
+		t.Run(c.manifest+"/"+filepath.Base(c.task), func(t *testing.T) {
+			path := "testdata/manifests/" + c.manifest + ".yaml"
+			if c.manifest == "solo-example" {
+				path = "../examples/manifests/solo.yaml"
+			}
+			res, dir := runTrial(t, env, path, c.task)
+			if res.CompletionReason != c.reason || res.Outcome != c.outcome {
+				t.Fatalf("%s / %s, want %s / %s; exception %+v", res.CompletionReason, res.Outcome, c.reason, c.outcome, res.ExceptionInfo)
+			}
+			if c.errType != "" && (res.ExceptionInfo == nil || res.ExceptionInfo.ExceptionType != c.errType || !strings.Contains(res.ExceptionInfo.ExceptionMessage, c.msg)) {
+				t.Errorf("exception %+v, want %s mentioning %q", res.ExceptionInfo, c.errType, c.msg)
+			}
+			if len(res.CleanupErrors) != 0 {
+				t.Errorf("cleanup errors: %v", res.CleanupErrors)
+			}
+			if c.check != nil {
+				c.check(t, res, dir)
+			}
+		})
+	}
+}
+
+func TestIsolation(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-troupe-real-key-do-not-leak")
+	env := testEnv(t)
+	res, dir := runTrial(t, env, "testdata/manifests/isolation.yaml", helloWorld)
+	if res.CompletionReason != DeclaredDone {
+		t.Fatalf("%s: %+v", res.CompletionReason, res.ExceptionInfo)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "artifacts", "isolation.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(data)
+	t.Logf("what the lead found:\n%s", report)
+	for _, want := range []string{
+		"uid=10001 gid=10000",
+		"cannot-read-other-key", "cannot-read-other-token", "cannot-list-other", "can-read-own-key",
+		"real-key-searched", "no-key-in-env",
+		"network-unreachable", "interfaces=lo \n", "second-agent-exit=1", "wrote-workdir",
+		"worker-environ-visible=0",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the probe did not report %q", want)
+		}
+	}
+	for _, bad := range []string{"READ-OTHER", "LISTED-OTHER", "REACHED-NETWORK", "sk-troupe-real-key"} {
+		if strings.Contains(report, bad) {
+			t.Errorf("the probe reports %q", bad)
+		}
+	}
+	if res.Relay.IdentityConflicts < 1 {
+		t.Errorf("the second agent with the lead's key was not refused as an identity conflict: %+v", res.Relay)
+	}
+}

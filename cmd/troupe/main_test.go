@@ -368,3 +368,32 @@ func TestAgentNeedsTheStackContract(t *testing.T) {
 		t.Errorf("agent --help: %d %q", code, out)
 	}
 }
+
+func TestCompareAndViewCommands(t *testing.T) {
+	jobs, _ := filepath.Abs("../../report/testdata/jobs")
+	isolate(t)
+	code, out, errOut := troupe(t, "compare", jobs, "--baseline", "solo-mock")
+	if code != exitOK || !strings.Contains(out, "team-mock  10     +40.0 pp") || !strings.Contains(out, "Policy: passed counts as a pass") {
+		t.Errorf("compare: %d\n%s%s", code, out, errOut)
+	}
+	code, _, _ = troupe(t, "compare", jobs, "--format", "html", "--out", "report.html")
+	if data, err := os.ReadFile("report.html"); code != exitOK || err != nil || !strings.HasPrefix(string(data), "<!DOCTYPE html>") {
+		t.Errorf("compare --format html --out: %d %v", code, err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"compare", jobs, "--format", "pdf"}, exitUsage, `--format "pdf" is not one of table, markdown, json, html`},
+		{[]string{"compare", jobs, "--baseline", "nobody"}, exitFailed, `no condition "nobody" among solo-mock, team-mock`},
+		{[]string{"compare", t.TempDir()}, exitFailed, "holds no trial results"},
+		{[]string{"compare"}, exitUsage, "needs at least one job folder"},
+		{[]string{"view", "no-such-folder"}, exitFailed, "is not a folder of results"},
+	} {
+		code, _, errOut := troupe(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, %q", c.args, code, errOut)
+		}
+	}
+}

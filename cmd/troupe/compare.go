@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/report"
+)
+
+type compareOptions struct {
+	baseline string
+	format   string
+	out      string
+}
+
+func newCompareCmd(a *app) *cobra.Command {
+	var opts compareOptions
+	cmd := &cobra.Command{
+		Use:   "compare DIR...",
+		Short: "Compare rosters: pass rates with intervals, paired differences, cost per solved task",
+		Long: `Read the trial results under each DIR (job folders of troupe run, or folders of
+jobs) and compare the conditions, grouped by manifest hash.
+
+Per condition: trials, scored trials, passes, pass rate with a Wilson 95% interval,
+mean reward, pass@k (the unbiased estimator, for the k every task has attempts for),
+infrastructure failures (shown, never counted), cost per trial (mean and median), cost
+per solved task, usage and cost by role, and wall time. Against the baseline (the
+first condition by name, or --baseline): on the (task, attempt) pairs both conditions
+scored, the difference in pass rate with a paired bootstrap 95% interval (fixed seed,
+stated) and an exact McNemar p-value; with fewer than 10 pairs it says there are too
+few to tell. The counting policy is printed with the results.
+
+Formats: table (default, for a terminal), markdown, json, html (one self-contained
+page with charts: pass rates with intervals, cost against pass rate with the Pareto
+front, tasks by conditions).`,
+		Example: `  troupe compare jobs/tb2
+  troupe compare jobs/tb2-solo jobs/tb2-team --baseline tb2-solo --format markdown
+  troupe compare jobs/ --format html --out report.html`,
+		Args: minArgs(1, "at least one job folder"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(report.Formats, opts.format) {
+				return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--format %q is not one of %s", opts.format, strings.Join(report.Formats, ", "))}
+			}
+			return runCompare(a.stdout, a.stderr, args, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.baseline, "baseline", "", "the condition the others are compared with (default: the first by name)")
+	f.StringVar(&opts.format, "format", report.FormatTable, "table, markdown, json or html")
+	f.StringVarP(&opts.out, "out", "o", "", "write to this file instead of standard output")
+	return cmd
+}
+
+func runCompare(stdout, stderr io.Writer, dirs []string, opts compareOptions) (err error) {
+	trials, err := report.Load(dirs...)
+	if err != nil && len(trials) == 0 {
+		return err
+	}
+	if err != nil {
+		// Some results could not be read: say so, compare the rest.
+		fmt.Fprintf(stderr, "warning: %v\n", err)
+	}
+	c, err := report.Compare(trials, opts.baseline)
+	if err != nil {
+		return err
+	}
+	w := stdout
+	if opts.out != "" {
+		f, err := os.Create(opts.out)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := f.Close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}()
+		w = f
+	}
+	return c.Write(w, opts.format)
+}

@@ -1,0 +1,346 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Outcomes as result.json writes them.
+const (
+	passed        = "passed"
+	failed        = "failed"
+	verifierError = "verifier_error"
+	unscoredInfra = "unscored_infra"
+	cancelled     = "cancelled"
+)
+
+// Policy is how outcomes count, stated in every comparison.
+const Policy = "passed counts as a pass; failed and verifier_error count as not passed; " +
+	"unscored_infra (the harness failed) and cancelled trials are shown but left out of every rate, interval and pairing"
+
+// MinPairs is how many paired (task, attempt) results a comparison needs
+// before its difference is worth reading.
+const MinPairs = 10
+
+// RoleUsage is what the agents of one role used, over a condition's trials.
+type RoleUsage struct {
+	Calls        int64   `json:"calls"`
+	InputTokens  int64   `json:"input_tokens"`
+	CachedTokens int64   `json:"cached_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+}
+
+// Condition is one roster's results.
+type Condition struct {
+	Name         string `json:"condition"`
+	ManifestHash string `json:"manifest_sha256"`
+	Trials       int    `json:"n_trials"`
+	// Scored are the trials that count: passed, failed, verifier_error.
+	Scored        int      `json:"n_scored"`
+	Passed        int      `json:"n_passed"`
+	Failed        int      `json:"n_failed"`
+	VerifierError int      `json:"n_verifier_error"`
+	Infra         int      `json:"n_unscored_infra"`
+	Cancelled     int      `json:"n_cancelled"`
+	PassRate      float64  `json:"pass_rate"`
+	PassRateCI    Interval `json:"pass_rate_ci95"`
+	MeanReward    float64  `json:"mean_reward"`
+	// PassAtK maps k to the mean over tasks of the unbiased pass@k, for
+	// the k every task has enough scored attempts for.
+	PassAtK map[int]float64 `json:"pass_at_k"`
+	// Costs are over scored trials; CostPerSolved is their total cost
+	// divided by the passes (+Inf with none).
+	CostPerTrialMean   float64              `json:"cost_per_trial_mean_usd"`
+	CostPerTrialMedian float64              `json:"cost_per_trial_median_usd"`
+	CostPerSolved      float64              `json:"cost_per_solved_usd"`
+	TotalCostUSD       float64              `json:"total_cost_usd"`
+	ByRole             map[string]RoleUsage `json:"by_role"`
+	WallMean           time.Duration        `json:"wall_mean_ns"`
+	WallMedian         time.Duration        `json:"wall_median_ns"`
+}
+
+// Paired compares one condition with the baseline on the (task, attempt)
+// pairs both have scored.
+type Paired struct {
+	Condition string `json:"condition"`
+	Baseline  string `json:"baseline"`
+	Pairs     int    `json:"n_pairs"`
+	// Diff is the condition's pass rate minus the baseline's, on the pairs.
+	Diff   float64  `json:"pass_rate_diff"`
+	DiffCI Interval `json:"pass_rate_diff_ci95"`
+	// The four kinds of pairs; McNemar's test uses the discordant ones.
+	BothPassed   int     `json:"n_both_passed"`
+	OnlyBaseline int     `json:"n_only_baseline_passed"`
+	OnlyThis     int     `json:"n_only_condition_passed"`
+	NeitherPass  int     `json:"n_neither_passed"`
+	McNemarP     float64 `json:"mcnemar_exact_p"`
+	Warning      string  `json:"warning,omitempty"`
+}
+
+// Cell is a task's results under one condition: the grid of the report.
+type Cell struct {
+	Passed int `json:"n_passed"`
+	Scored int `json:"n_scored"`
+	Trials int `json:"n_trials"`
+}
+
+// Comparison is the whole report.
+type Comparison struct {
+	Policy     string       `json:"policy"`
+	Conditions []*Condition `json:"conditions"`
+	Baseline   string       `json:"baseline,omitempty"`
+	Paired     []Paired     `json:"paired,omitempty"`
+	Bootstrap  struct {
+		Seed      uint64 `json:"seed"`
+		Resamples int    `json:"resamples"`
+	} `json:"bootstrap"`
+	Tasks []string                   `json:"tasks"`
+	Grid  map[string]map[string]Cell `json:"grid"`
+	// Warnings are about the data: mixed manifests under one name, etc.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Compare groups trials by condition (by manifest hash; the name is what is
+// shown) and compares each with the baseline, the first condition by name
+// when baseline is "".
+func Compare(trials []*Trial, baseline string) (*Comparison, error) {
+	c := &Comparison{Policy: Policy, Grid: map[string]map[string]Cell{}}
+	c.Bootstrap.Seed, c.Bootstrap.Resamples = BootstrapSeed, BootstrapResamples
+	byKey := map[string][]*Trial{}
+	names := map[string]string{} // key -> shown name
+	hashesByName := map[string][]string{}
+	for _, t := range trials {
+		key := t.ManifestHash
+		if key == "" {
+			key = "name:" + t.Condition
+		}
+		if _, ok := names[key]; !ok {
+			names[key] = t.Condition
+			hashesByName[t.Condition] = append(hashesByName[t.Condition], key)
+		}
+		byKey[key] = append(byKey[key], t)
+	}
+	// Two rosters under one name are told apart by their hash.
+	for name, keys := range hashesByName {
+		if len(keys) > 1 {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("condition %q names %d different manifests; they are shown apart, with their hash", name, len(keys)))
+			for _, k := range keys {
+				names[k] = fmt.Sprintf("%s@%s", name, strings.TrimPrefix(k, "name:")[:min(8, len(strings.TrimPrefix(k, "name:")))])
+			}
+		}
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return strings.Compare(names[a], names[b]) })
+	tasks := map[string]bool{}
+	for _, k := range keys {
+		cond := summarize(names[k], k, byKey[k])
+		c.Conditions = append(c.Conditions, cond)
+		for _, t := range byKey[k] {
+			tasks[t.Task] = true
+			row := c.Grid[t.Task]
+			if row == nil {
+				row = map[string]Cell{}
+				c.Grid[t.Task] = row
+			}
+			cell := row[cond.Name]
+			cell.Trials++
+			if scored(t) {
+				cell.Scored++
+				if t.Outcome == passed {
+					cell.Passed++
+				}
+			}
+			row[cond.Name] = cell
+		}
+	}
+	for t := range tasks {
+		c.Tasks = append(c.Tasks, t)
+	}
+	slices.Sort(c.Tasks)
+	if len(c.Conditions) == 0 {
+		return c, nil
+	}
+	baseKey := keys[0]
+	if baseline != "" {
+		i := slices.IndexFunc(keys, func(k string) bool {
+			return names[k] == baseline || strings.HasPrefix(strings.TrimPrefix(k, "name:"), baseline)
+		})
+		if i < 0 {
+			var known []string
+			for _, k := range keys {
+				known = append(known, names[k])
+			}
+			return nil, fmt.Errorf("no condition %q among %s", baseline, strings.Join(known, ", "))
+		}
+		baseKey = keys[i]
+	}
+	c.Baseline = names[baseKey]
+	for _, k := range keys {
+		if k != baseKey {
+			c.Paired = append(c.Paired, pair(names[k], byKey[k], c.Baseline, byKey[baseKey]))
+		}
+	}
+	return c, nil
+}
+
+func scored(t *Trial) bool {
+	return t.Outcome == passed || t.Outcome == failed || t.Outcome == verifierError
+}
+
+// summarize computes one condition's figures.
+func summarize(name, key string, trials []*Trial) *Condition {
+	c := &Condition{Name: name, ManifestHash: strings.TrimPrefix(key, "name:"), ByRole: map[string]RoleUsage{}}
+	if strings.HasPrefix(key, "name:") {
+		c.ManifestHash = ""
+	}
+	var costs, rewards []float64
+	var walls []float64
+	perTask := map[string][2]int{} // task -> scored, passed
+	for _, t := range trials {
+		c.Trials++
+		switch t.Outcome {
+		case passed:
+			c.Passed++
+		case failed:
+			c.Failed++
+		case verifierError:
+			c.VerifierError++
+		case unscoredInfra:
+			c.Infra++
+		case cancelled:
+			c.Cancelled++
+		}
+		c.TotalCostUSD += t.AgentResult.CostUSD
+		for _, a := range t.Agents {
+			role := a.Role
+			if role == "" {
+				role = a.Kind
+			}
+			u := c.ByRole[role]
+			u.Calls += a.Usage.Calls
+			u.InputTokens += a.Usage.InputTokens
+			u.CachedTokens += a.Usage.CachedTokens
+			u.OutputTokens += a.Usage.OutputTokens
+			u.CostUSD += a.Usage.CostUSD
+			c.ByRole[role] = u
+		}
+		if !scored(t) {
+			continue
+		}
+		c.Scored++
+		costs = append(costs, t.AgentResult.CostUSD)
+		reward := 0.0
+		if t.Reward != nil {
+			reward = *t.Reward
+		}
+		rewards = append(rewards, reward)
+		walls = append(walls, float64(t.Wall()))
+		pt := perTask[t.Task]
+		pt[0]++
+		if t.Outcome == passed {
+			pt[1]++
+		}
+		perTask[t.Task] = pt
+	}
+	if c.Scored > 0 {
+		c.PassRate = float64(c.Passed) / float64(c.Scored)
+		c.MeanReward = mean(rewards)
+		c.CostPerTrialMean = mean(costs)
+		c.CostPerTrialMedian = median(costs)
+		c.WallMean = time.Duration(mean(walls))
+		c.WallMedian = time.Duration(median(walls))
+	}
+	c.PassRateCI = Wilson(c.Passed, c.Scored)
+	scoredCost := 0.0
+	for _, v := range costs {
+		scoredCost += v
+	}
+	c.CostPerSolved = math.Inf(1)
+	if c.Passed > 0 {
+		c.CostPerSolved = scoredCost / float64(c.Passed)
+	}
+	// pass@k for the k every task can give.
+	minN := math.MaxInt
+	for _, pt := range perTask {
+		minN = min(minN, pt[0])
+	}
+	c.PassAtK = map[int]float64{}
+	if len(perTask) > 0 {
+		for _, k := range []int{1, 2, 3, 5, 10, 20, 50, 100} {
+			if k > minN {
+				break
+			}
+			sum := 0.0
+			for _, pt := range perTask {
+				v, _ := PassAtK(pt[0], pt[1], k)
+				sum += v
+			}
+			c.PassAtK[k] = sum / float64(len(perTask))
+		}
+	}
+	return c
+}
+
+// pair compares a condition with the baseline on shared (task, attempt).
+func pair(name string, trials []*Trial, baseName string, base []*Trial) Paired {
+	p := Paired{Condition: name, Baseline: baseName}
+	type key struct {
+		task    string
+		attempt int
+	}
+	baseBy := map[key]*Trial{}
+	for _, t := range base {
+		if scored(t) {
+			baseBy[key{t.Task, t.Attempt}] = t
+		}
+	}
+	var diffs []float64
+	for _, t := range trials {
+		if !scored(t) {
+			continue
+		}
+		b, ok := baseBy[key{t.Task, t.Attempt}]
+		if !ok {
+			continue
+		}
+		p.Pairs++
+		this, that := t.Outcome == passed, b.Outcome == passed
+		switch {
+		case this && that:
+			p.BothPassed++
+		case that:
+			p.OnlyBaseline++
+		case this:
+			p.OnlyThis++
+		default:
+			p.NeitherPass++
+		}
+		d := 0.0
+		if this {
+			d++
+		}
+		if that {
+			d--
+		}
+		diffs = append(diffs, d)
+	}
+	p.McNemarP = McNemarExact(p.OnlyBaseline, p.OnlyThis)
+	if p.Pairs == 0 {
+		p.Diff, p.DiffCI = math.NaN(), Interval{math.NaN(), math.NaN()}
+		p.Warning = "no (task, attempt) pair scored under both: nothing to compare"
+		return p
+	}
+	p.Diff = mean(diffs)
+	p.DiffCI = PairedBootstrap(diffs, BootstrapResamples, BootstrapSeed)
+	if p.Pairs < MinPairs {
+		p.Warning = fmt.Sprintf("only %d pairs: too few to say which is better (at least %d are needed)", p.Pairs, MinPairs)
+	}
+	return p
+}

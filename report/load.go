@@ -1,0 +1,141 @@
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Trial is what a comparison needs of one trial's result.json. It is read
+// from the file format (docs/run.md), not from troupe's own types, so that
+// results of other versions, and hand-made fixtures, read the same way.
+type Trial struct {
+	// Dir is the trial folder; Job the job folder holding it.
+	Dir, Job     string
+	Name         string    `json:"trial_name"`
+	Task         string    `json:"task_name"`
+	Attempt      int       `json:"attempt"`
+	Condition    string    `json:"condition"`
+	ManifestHash string    `json:"manifest_sha256"`
+	Outcome      string    `json:"outcome"`
+	Reason       string    `json:"completion_reason"`
+	Reward       *float64  `json:"reward"`
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at"`
+	AgentResult  struct {
+		InputTokens  int64   `json:"n_input_tokens"`
+		CachedTokens int64   `json:"n_cache_tokens"`
+		OutputTokens int64   `json:"n_output_tokens"`
+		CostUSD      float64 `json:"cost_usd"`
+		Calls        int64   `json:"n_calls"`
+	} `json:"agent_result"`
+	Agents []struct {
+		ID    string `json:"id"`
+		Role  string `json:"role"`
+		Kind  string `json:"kind"`
+		Usage struct {
+			Calls        int64   `json:"calls"`
+			InputTokens  int64   `json:"input_tokens"`
+			CachedTokens int64   `json:"cached_tokens"`
+			OutputTokens int64   `json:"output_tokens"`
+			CostUSD      float64 `json:"cost_usd"`
+		} `json:"usage"`
+	} `json:"agents"`
+}
+
+// Wall is the trial's time from start to finish.
+func (t *Trial) Wall() time.Duration { return t.FinishedAt.Sub(t.StartedAt) }
+
+// Load reads every trial result under the given folders: job folders (with
+// their trial folders), trial folders, or folders of jobs. Runs that a job
+// superseded (.superseded/) are left out. A result.json that is not a
+// trial's is skipped; one that cannot be read is an error naming it.
+func Load(dirs ...string) ([]*Trial, error) {
+	var trials []*Trial
+	var errs []error
+	seen := map[string]bool{}
+	for _, dir := range dirs {
+		info, err := os.Stat(dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !info.IsDir() {
+			errs = append(errs, fmt.Errorf("%s is not a folder: give job folders (troupe run's --out)", dir))
+			continue
+		}
+		found := 0
+		err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if e.IsDir() && (e.Name() == ".superseded" || e.Name() == "agents" || e.Name() == "artifacts" || e.Name() == "verifier" || e.Name() == "relay") {
+				return fs.SkipDir
+			}
+			if e.IsDir() || e.Name() != "result.json" {
+				return nil
+			}
+			abs, _ := filepath.Abs(p)
+			if seen[abs] {
+				return nil
+			}
+			seen[abs] = true
+			t, err := readTrial(p)
+			if err != nil {
+				errs = append(errs, err)
+				return nil
+			}
+			if t != nil {
+				found++
+				trials = append(trials, t)
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read %s: %w", dir, err))
+		} else if found == 0 {
+			errs = append(errs, fmt.Errorf("%s holds no trial results (result.json with a trial_name and an outcome)", dir))
+		}
+	}
+	slices.SortFunc(trials, func(a, b *Trial) int {
+		return strings.Compare(a.Task+"\x00"+a.Condition+"\x00"+fmt.Sprintf("%08d", a.Attempt)+a.Dir, b.Task+"\x00"+b.Condition+"\x00"+fmt.Sprintf("%08d", b.Attempt)+b.Dir)
+	})
+	return trials, errors.Join(errs...)
+}
+
+// readTrial reads one result.json; nil when it is not a trial's (a job's).
+func readTrial(path string) (*Trial, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var t Trial
+	if err := json.Unmarshal(data, &t); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if t.Name == "" || t.Outcome == "" {
+		return nil, nil
+	}
+	if t.Condition == "" || t.Task == "" {
+		return nil, fmt.Errorf("%s: a trial result without a condition or a task", path)
+	}
+	// Figures no trial can have would only poison the sums.
+	plausible := func(v float64) bool { return v >= 0 && v <= 1e9 }
+	ok := plausible(t.AgentResult.CostUSD) && (t.Reward == nil || !math.IsNaN(*t.Reward) && math.Abs(*t.Reward) <= 1e9)
+	for _, a := range t.Agents {
+		ok = ok && plausible(a.Usage.CostUSD) && a.Usage.Calls >= 0 && a.Usage.InputTokens >= 0 && a.Usage.OutputTokens >= 0 && a.Usage.CachedTokens >= 0
+	}
+	if !ok || t.AgentResult.InputTokens < 0 || t.AgentResult.OutputTokens < 0 {
+		return nil, fmt.Errorf("%s: implausible figures (a negative count, or a cost or reward out of range)", path)
+	}
+	t.Dir = filepath.Dir(path)
+	t.Job = filepath.Dir(t.Dir)
+	return &t, nil
+}

@@ -51,9 +51,14 @@ func TestHelloTeamReachesDone(t *testing.T) {
 		t.Fatalf("channel flow %v, want %v", got, want)
 	}
 	// Every model call was metered, and the logs say what each agent did.
+	// Turns go on for one more call after their last message (a closing
+	// answer): wait for the lead's two turns and the worker's one to end.
+	for end := time.Now().Add(10 * time.Second); (len(h.logLines("lead-1", "turn end")) < 2 || len(h.logLines("worker-1", "turn end")) < 1) && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	perAgent, _ := h.trial.Usage()
-	if perAgent["lead-1"].Calls != 4 || perAgent["worker-1"].Calls != 4 {
-		t.Errorf("model calls: lead %d, worker %d; want 4 each", perAgent["lead-1"].Calls, perAgent["worker-1"].Calls)
+	if perAgent["lead-1"].Calls != 5 || perAgent["worker-1"].Calls != 4 {
+		t.Errorf("model calls: lead %d, worker %d; want 5 and 4", perAgent["lead-1"].Calls, perAgent["worker-1"].Calls)
 	}
 	for _, id := range []string{"lead-1", "worker-1"} {
 		for _, msg := range []string{"turn start", "model call", "tool call", "turn end"} {

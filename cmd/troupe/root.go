@@ -25,9 +25,14 @@ func newRootCmd(a *app) *cobra.Command {
 		Long: `troupe runs benchmark trials of LLM agent teams in containers and compares rosters.
 
 A manifest names a team: one orchestrator and any number of workers, each with a
-model endpoint, a sha256-pinned persona prompt and a budget. troupe checks, pins and
-hashes manifests; the condition hash is identical to the original Python system's,
-so results pool across both.
+model endpoint, a sha256-pinned persona prompt and a budget. Its condition hash is
+identical to the original Python system's, so results pool across both.
+
+The usual path:
+  troupe validate team.yaml                       check a manifest and its pinned files
+  troupe run solo.yaml team.yaml --tasks tasks/   run every roster on every task
+  troupe compare jobs/job-...                     which roster is better, and at what cost
+  troupe view jobs/job-...                        read the transcripts in a browser
 
 Configuration comes from flags, then TROUPE_* environment variables, then a config
 file: --config FILE, $TROUPE_CONFIG, ./troupe.yaml or $XDG_CONFIG_HOME/troupe/config.yaml.

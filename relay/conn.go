@@ -178,9 +178,11 @@ func (c *conn) requireAuth() bool {
 	return false
 }
 
+// refuseEvent records the refusal before the client hears it, so a client
+// that has its answer can rely on the audit log holding it.
 func (c *conn) refuseEvent(ev *nostr.Event, r refusal, channels []*Channel) {
-	c.sendJSON(nostr.OKEnvelope{EventID: ev.ID, OK: false, Reason: string(r)})
 	c.r.audit(auditEntry{Pubkey: cmp.Or(c.pubkey, ev.PubKey), Remote: c.remote, Message: "EVENT", ID: ev.ID, Reason: string(r)}, channels)
+	c.sendJSON(nostr.OKEnvelope{EventID: ev.ID, OK: false, Reason: string(r)})
 }
 
 func (c *conn) handleEvent(ev *nostr.Event) {
@@ -274,8 +276,8 @@ func (r *Relay) checkMembership(ev *nostr.Event, channel string) refusal {
 func (c *conn) handleAuth(ev *nostr.Event) {
 	now := c.r.Now()
 	fail := func(r refusal) {
-		c.sendJSON(nostr.OKEnvelope{EventID: ev.ID, OK: false, Reason: string(r)})
 		c.r.audit(auditEntry{Pubkey: ev.PubKey, Remote: c.remote, Message: "AUTH", ID: ev.ID, Reason: string(r)}, c.r.channelsOf(ev.PubKey))
+		c.sendJSON(nostr.OKEnvelope{EventID: ev.ID, OK: false, Reason: string(r)})
 	}
 	switch {
 	case c.pubkey != "" && c.pubkey == ev.PubKey && ev.CheckID():
@@ -325,8 +327,8 @@ func (c *conn) handleAuth(ev *nostr.Event) {
 }
 
 func (c *conn) refuseReq(id string, r refusal, channels []*Channel) {
-	c.sendJSON(nostr.ClosedEnvelope{SubscriptionID: id, Reason: string(r)})
 	c.r.audit(auditEntry{Pubkey: c.pubkey, Remote: c.remote, Message: "REQ", ID: id, Reason: string(r)}, channels)
+	c.sendJSON(nostr.ClosedEnvelope{SubscriptionID: id, Reason: string(r)})
 }
 
 func (c *conn) handleReq(id string, filters nostr.Filters) {

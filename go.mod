@@ -11,7 +11,7 @@ require (
 	github.com/hashicorp/yamux v0.1.2
 	github.com/nbd-wtf/go-nostr v0.52.3
 	github.com/openai/openai-go/v3 v3.99.0
-	github.com/pelletier/go-toml/v2 v2.2.4
+	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/viper v1.21.0
 	golang.org/x/sync v0.23.0

@@ -96,6 +96,24 @@ var knownKeys = map[string][]string{
 	"environment": {"docker_image", "build_timeout_sec", "cpus", "memory_mb", "storage_mb", "gpus", "network_mode", "allowed_hosts", "allow_internet", "env"},
 }
 
+// errDecoderPanic marks a task.toml the TOML library could not survive. It
+// is a library bug (go-toml 2.2.4 panicked on "timeout_sec = +A"), but the
+// user's task must get an error, not a crash of the whole job.
+var errDecoderPanic = errors.New("the TOML decoder failed on this file (a go-toml bug: please report the file to troupe)")
+
+// decodeTOML decodes strictly, turning a panic of the decoder into
+// errDecoderPanic.
+func decodeTOML(data []byte, v any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", errDecoderPanic, p)
+		}
+	}()
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
 // LoadTask reads and checks a task folder. Every problem is reported, each
 // naming its file (and line, in task.toml), before any container starts.
 func LoadTask(dir string) (*Task, error) {
@@ -113,9 +131,7 @@ func LoadTask(dir string) (*Task, error) {
 		return nil, fmt.Errorf("task %s: %w (a Harbor task folder holds task.toml, instruction.md, environment/ and tests/test.sh)", dir, err)
 	}
 	var tf taskFile
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&tf); err != nil {
+	if err := decodeTOML(data, &tf); err != nil {
 		errs = append(errs, tomlErrors(tomlPath, data, err)...)
 		var strict *toml.StrictMissingError
 		if !errors.As(err, &strict) {

@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,6 +131,9 @@ func FuzzLoadTask(f *testing.F) {
 			t.Fatal(err)
 		}
 		tk, err := LoadTask(dir)
+		if errors.Is(err, errDecoderPanic) {
+			t.Fatal(err)
+		}
 		if err == nil && (tk.AgentTimeout <= 0 || tk.VerifierTimeout <= 0 || tk.CPUs < 0) {
 			t.Fatalf("accepted %+v", tk)
 		}

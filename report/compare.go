@@ -1,7 +1,9 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -19,7 +21,8 @@ const (
 
 // Policy is how outcomes count, stated in every comparison.
 const Policy = "passed counts as a pass; failed and verifier_error count as not passed; " +
-	"unscored_infra (the harness failed) and cancelled trials are shown but left out of every rate, interval and pairing"
+	"unscored_infra (the harness failed) and cancelled trials are shown but left out of every rate, interval and pairing; " +
+	"cost per solved is the cost of the scored trials over their passes"
 
 // MinPairs is how many paired (task, attempt) results a comparison needs
 // before its difference is worth reading.
@@ -125,11 +128,15 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 		byKey[key] = append(byKey[key], t)
 	}
 	// Two rosters under one name are told apart by their hash.
-	for name, keys := range hashesByName {
-		if len(keys) > 1 {
+	for _, name := range slices.Sorted(maps.Keys(hashesByName)) {
+		if keys := hashesByName[name]; len(keys) > 1 {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("condition %q names %d different manifests; they are shown apart, with their hash", name, len(keys)))
 			for _, k := range keys {
-				names[k] = fmt.Sprintf("%s@%s", name, strings.TrimPrefix(k, "name:")[:min(8, len(strings.TrimPrefix(k, "name:")))])
+				if strings.HasPrefix(k, "name:") {
+					names[k] = name + "@unhashed"
+				} else {
+					names[k] = name + "@" + k[:min(8, len(k))]
+				}
 			}
 		}
 	}
@@ -169,17 +176,10 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 	}
 	baseKey := keys[0]
 	if baseline != "" {
-		i := slices.IndexFunc(keys, func(k string) bool {
-			return names[k] == baseline || strings.HasPrefix(strings.TrimPrefix(k, "name:"), baseline)
-		})
-		if i < 0 {
-			var known []string
-			for _, k := range keys {
-				known = append(known, names[k])
-			}
-			return nil, fmt.Errorf("no condition %q among %s", baseline, strings.Join(known, ", "))
+		var err error
+		if baseKey, err = findCondition(keys, names, baseline); err != nil {
+			return nil, err
 		}
-		baseKey = keys[i]
 	}
 	c.Baseline = names[baseKey]
 	for _, k := range keys {
@@ -188,6 +188,36 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 		}
 	}
 	return c, nil
+}
+
+// findCondition resolves --baseline: a shown name exactly, or else the start
+// of one manifest hash (never a part of a name: "so" is not "solo").
+func findCondition(keys []string, names map[string]string, want string) (string, error) {
+	if i := slices.IndexFunc(keys, func(k string) bool { return names[k] == want }); i >= 0 {
+		return keys[i], nil
+	}
+	var byHash []string
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "name:") && strings.HasPrefix(k, strings.ToLower(want)) {
+			byHash = append(byHash, k)
+		}
+	}
+	known := make([]string, len(keys))
+	for i, k := range keys {
+		known[i] = names[k]
+	}
+	switch len(byHash) {
+	case 1:
+		return byHash[0], nil
+	case 0:
+		return "", fmt.Errorf("no condition %q among %s (give a condition's name or the start of its manifest hash)", want, strings.Join(known, ", "))
+	default:
+		var which []string
+		for _, k := range byHash {
+			which = append(which, names[k])
+		}
+		return "", fmt.Errorf("%q starts the manifest hash of %d conditions (%s): give more of the hash, or a name", want, len(byHash), strings.Join(which, ", "))
+	}
 }
 
 func scored(t *Trial) bool {
@@ -241,7 +271,11 @@ func summarize(name, key string, trials []*Trial) *Condition {
 			reward = *t.Reward
 		}
 		rewards = append(rewards, reward)
-		walls = append(walls, float64(t.Wall()))
+		// A result without both times (hand-made, or written by a
+		// crashed run) has no wall time; it must not drag the mean.
+		if !t.StartedAt.IsZero() && !t.FinishedAt.IsZero() && t.Wall() >= 0 {
+			walls = append(walls, float64(t.Wall()))
+		}
 		pt := perTask[t.Task]
 		pt[0]++
 		if t.Outcome == passed {
@@ -254,6 +288,8 @@ func summarize(name, key string, trials []*Trial) *Condition {
 		c.MeanReward = mean(rewards)
 		c.CostPerTrialMean = mean(costs)
 		c.CostPerTrialMedian = median(costs)
+	}
+	if len(walls) > 0 {
 		c.WallMean = time.Duration(mean(walls))
 		c.WallMedian = time.Duration(median(walls))
 	}
@@ -277,8 +313,10 @@ func summarize(name, key string, trials []*Trial) *Condition {
 			if k > minN {
 				break
 			}
+			// In task order: a float sum must not change with map order.
 			sum := 0.0
-			for _, pt := range perTask {
+			for _, task := range slices.Sorted(maps.Keys(perTask)) {
+				pt := perTask[task]
 				v, _ := PassAtK(pt[0], pt[1], k)
 				sum += v
 			}
@@ -289,25 +327,26 @@ func summarize(name, key string, trials []*Trial) *Condition {
 }
 
 // pair compares a condition with the baseline on shared (task, attempt).
+// A (task, attempt) scored more than once on a side (two jobs of one
+// manifest compared together) is paired once, with its latest result on
+// each side, so neither side's duplicates weigh twice; a task whose files
+// changed between the two runs is not paired at all.
 func pair(name string, trials []*Trial, baseName string, base []*Trial) Paired {
 	p := Paired{Condition: name, Baseline: baseName}
-	type key struct {
-		task    string
-		attempt int
-	}
-	baseBy := map[key]*Trial{}
-	for _, t := range base {
-		if scored(t) {
-			baseBy[key{t.Task, t.Attempt}] = t
-		}
-	}
+	thisBy, thisDup := latestScored(trials)
+	baseBy, baseDup := latestScored(base)
 	var diffs []float64
-	for _, t := range trials {
-		if !scored(t) {
+	changed := 0
+	for _, k := range slices.SortedFunc(maps.Keys(thisBy), func(a, b pairKey) int {
+		return cmp.Or(strings.Compare(a.task, b.task), cmp.Compare(a.attempt, b.attempt))
+	}) {
+		t := thisBy[k]
+		b, ok := baseBy[k]
+		if !ok {
 			continue
 		}
-		b, ok := baseBy[key{t.Task, t.Attempt}]
-		if !ok {
+		if t.TaskChecksum != "" && b.TaskChecksum != "" && t.TaskChecksum != b.TaskChecksum {
+			changed++
 			continue
 		}
 		p.Pairs++
@@ -331,16 +370,51 @@ func pair(name string, trials []*Trial, baseName string, base []*Trial) Paired {
 		}
 		diffs = append(diffs, d)
 	}
+	var notes []string
+	if n := thisDup + baseDup; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d (task, attempt) were scored more than once on a side (several jobs of one manifest?); each pair uses the latest", n))
+	}
+	if changed > 0 {
+		notes = append(notes, fmt.Sprintf("%d (task, attempt) left unpaired: the task's files differ between the two runs (task_checksum)", changed))
+	}
 	p.McNemarP = McNemarExact(p.OnlyBaseline, p.OnlyThis)
-	if p.Pairs == 0 {
+	switch {
+	case p.Pairs == 0:
 		p.Diff, p.DiffCI = math.NaN(), Interval{math.NaN(), math.NaN()}
-		p.Warning = "no (task, attempt) pair scored under both: nothing to compare"
-		return p
+		notes = append(notes, "no (task, attempt) pair scored under both: nothing to compare")
+	case p.Pairs < MinPairs:
+		notes = append(notes, fmt.Sprintf("only %d pairs: too few to say which is better (at least %d are needed)", p.Pairs, MinPairs))
 	}
-	p.Diff = mean(diffs)
-	p.DiffCI = PairedBootstrap(diffs, BootstrapResamples, BootstrapSeed)
-	if p.Pairs < MinPairs {
-		p.Warning = fmt.Sprintf("only %d pairs: too few to say which is better (at least %d are needed)", p.Pairs, MinPairs)
+	if p.Pairs > 0 {
+		p.Diff = mean(diffs)
+		p.DiffCI = PairedBootstrap(diffs, BootstrapResamples, BootstrapSeed)
 	}
+	p.Warning = strings.Join(notes, "; ")
 	return p
+}
+
+type pairKey struct {
+	task    string
+	attempt int
+}
+
+// latestScored indexes scored trials by (task, attempt), keeping the one
+// that finished last, and counts the keys that had more than one.
+func latestScored(trials []*Trial) (map[pairKey]*Trial, int) {
+	by := map[pairKey]*Trial{}
+	dup := map[pairKey]bool{}
+	for _, t := range trials {
+		if !scored(t) {
+			continue
+		}
+		k := pairKey{t.Task, t.Attempt}
+		if prev, ok := by[k]; ok {
+			dup[k] = true
+			if t.FinishedAt.Before(prev.FinishedAt) || t.FinishedAt.Equal(prev.FinishedAt) && t.Dir < prev.Dir {
+				continue
+			}
+		}
+		by[k] = t
+	}
+	return by, len(dup)
 }

@@ -24,6 +24,7 @@ type Trial struct {
 	Attempt      int       `json:"attempt"`
 	Condition    string    `json:"condition"`
 	ManifestHash string    `json:"manifest_sha256"`
+	TaskChecksum string    `json:"task_checksum"`
 	Outcome      string    `json:"outcome"`
 	Reason       string    `json:"completion_reason"`
 	Reward       *float64  `json:"reward"`

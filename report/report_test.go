@@ -3,13 +3,17 @@ package report
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -109,6 +113,108 @@ func TestCompareProblems(t *testing.T) {
 	c, err := Compare(few, "solo-mock")
 	if err != nil || !strings.Contains(c.Paired[0].Warning, "only 3 pairs") {
 		t.Errorf("few pairs: %+v %v", c.Paired, err)
+	}
+}
+
+// mk makes an in-memory trial, finished at minute min of the day.
+func mk(cond, hash, task string, attempt int, outcome string, minute int) *Trial {
+	start := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	return &Trial{Name: fmt.Sprintf("%s__%s__%d", task, cond, attempt), Task: task, Attempt: attempt,
+		Condition: cond, ManifestHash: hash, Outcome: outcome, Dir: fmt.Sprintf("%s-%d", cond, minute),
+		StartedAt: start, FinishedAt: start.Add(time.Duration(minute) * time.Minute)}
+}
+
+func TestPairingDuplicatesAndChangedTasks(t *testing.T) {
+	// The baseline failed each of 5 tasks once; the condition was run in
+	// two jobs that both passed attempt 1. Counting both would make 10
+	// pairs and p=0.002; there are 5 (task, attempt), whichever side is
+	// the baseline.
+	var trials []*Trial
+	for i := range 5 {
+		task := fmt.Sprint("task-", i)
+		trials = append(trials, mk("solo", "aaaa", task, 1, failed, 1),
+			mk("team", "bbbb", task, 1, passed, 2), mk("team", "bbbb", task, 1, passed, 3))
+	}
+	for _, base := range []string{"solo", "team"} {
+		c, err := Compare(trials, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := c.Paired[0]
+		if p.Pairs != 5 || !near(p.McNemarP, 0.0625, 1e-12) || !strings.Contains(p.Warning, "5 (task, attempt) were scored more than once") || !strings.Contains(p.Warning, "only 5 pairs") {
+			t.Errorf("baseline %s: %+v", base, p)
+		}
+	}
+	// The latest result of a duplicated (task, attempt) is the one paired.
+	late := mk("team", "bbbb", "task-0", 1, failed, 9)
+	c, _ := Compare(append(slices.Clone(trials), late), "solo")
+	if p := c.Paired[0]; p.Pairs != 5 || p.NeitherPass != 1 || p.OnlyThis != 4 {
+		t.Errorf("latest result not used: %+v", p)
+	}
+	// A task whose files changed between the runs is not paired.
+	base, redo := *trials[0], *trials[2]
+	base.TaskChecksum, redo.TaskChecksum = "v1", "v2"
+	changed := []*Trial{&base, &redo}
+	c, _ = Compare(changed, "solo")
+	if p := c.Paired[0]; p.Pairs != 0 || !strings.Contains(p.Warning, "1 (task, attempt) left unpaired: the task's files differ") {
+		t.Errorf("changed task: %+v", p)
+	}
+}
+
+func TestBaselineIsNameFirstThenUniqueHashPrefix(t *testing.T) {
+	trials := []*Trial{mk("alpha", "be11aa", "t", 1, passed, 1), mk("be", "0000aa", "t", 1, passed, 1),
+		mk("cafe", "be22bb", "t", 1, passed, 1), mk("solo", "", "t", 1, passed, 1)}
+	tests := []struct{ arg, want, err string }{
+		{"be", "be", ""},
+		{"be11", "alpha", ""},
+		{"BE22", "cafe", ""},
+		{"b", "", `"b" starts the manifest hash of 2 conditions (alpha, cafe)`},
+		{"so", "", `no condition "so" among alpha, be, cafe, solo`},
+		{"solo", "solo", ""},
+	}
+	for _, tt := range tests {
+		c, err := Compare(trials, tt.arg)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%q: error %v, want %q", tt.arg, err, tt.err)
+		case tt.err == "" && (err != nil || c.Baseline != tt.want):
+			t.Errorf("%q: baseline %v (%v), want %s", tt.arg, c, err, tt.want)
+		}
+	}
+}
+
+func TestWallTimeLeavesOutResultsWithoutTimes(t *testing.T) {
+	a, b := mk("solo", "aa", "t", 1, passed, 4), mk("solo", "aa", "t", 2, passed, 0)
+	b.FinishedAt = time.Time{} // a crashed writer's result
+	c, _ := Compare([]*Trial{a, b}, "")
+	if w := c.Conditions[0].WallMean; w != 4*time.Minute || c.Conditions[0].WallMedian != w {
+		t.Errorf("wall mean %v, want 4m", w)
+	}
+}
+
+func TestWarningsAndPassAtKAreReproducible(t *testing.T) {
+	var trials []*Trial
+	for i := range 40 {
+		for a := range 7 {
+			out := failed
+			if (i*7+a)%3 != 0 {
+				out = passed
+			}
+			trials = append(trials, mk("c", "h", fmt.Sprint("task-", i), a+1, out, 1))
+		}
+	}
+	for _, n := range []string{"w", "x", "y", "z"} {
+		trials = append(trials, mk(n, n+"1", "t", 1, passed, 1), mk(n, n+"2", "t", 1, passed, 1))
+	}
+	first, _ := Compare(trials, "c")
+	for range 20 {
+		again, _ := Compare(trials, "c")
+		if !reflect.DeepEqual(first.Conditions[0].PassAtK, again.Conditions[0].PassAtK) || !slices.Equal(first.Warnings, again.Warnings) {
+			t.Fatalf("two runs differ: %v %v / %v %v", first.Conditions[0].PassAtK, first.Warnings, again.Conditions[0].PassAtK, again.Warnings)
+		}
+	}
+	if !slices.IsSorted(first.Warnings) || len(first.Warnings) != 4 {
+		t.Errorf("warnings %v", first.Warnings)
 	}
 }
 

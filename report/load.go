@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,63 +57,88 @@ func (t *Trial) Wall() time.Duration { return t.FinishedAt.Sub(t.StartedAt) }
 
 // Load reads every trial result under the given folders: job folders (with
 // their trial folders), trial folders, or folders of jobs. Runs that a job
-// superseded (.superseded/) are left out. A result.json that is not a
-// trial's is skipped; one that cannot be read is an error naming it.
+// superseded (.superseded/) are left out, and so is anything inside a trial
+// folder (what a task's verifier left in /logs cannot pose as a trial). A
+// result.json that is not a trial's is skipped; one that cannot be read is
+// an error naming it.
 func Load(dirs ...string) ([]*Trial, error) {
 	var trials []*Trial
 	var errs []error
 	seen := map[string]bool{}
 	for _, dir := range dirs {
-		info, err := os.Stat(dir)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !info.IsDir() {
-			errs = append(errs, fmt.Errorf("%s is not a folder: give job folders (troupe run's --out)", dir))
-			continue
-		}
 		found := 0
-		err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if e.IsDir() && (e.Name() == ".superseded" || e.Name() == "agents" || e.Name() == "artifacts" || e.Name() == "verifier" || e.Name() == "relay") {
-				return fs.SkipDir
-			}
-			if e.IsDir() || e.Name() != "result.json" {
-				return nil
-			}
+		err := walkFolders(dir, func(p string) bool {
 			abs, _ := filepath.Abs(p)
 			if seen[abs] {
-				return nil
+				return true
 			}
 			seen[abs] = true
-			t, err := readTrial(p)
+			t, err := readTrial(filepath.Join(p, "result.json"))
 			if err != nil {
 				errs = append(errs, err)
-				return nil
+				return false
 			}
 			if t != nil {
 				found++
 				trials = append(trials, t)
 			}
-			return nil
+			return t != nil
 		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("read %s: %w", dir, err))
+			errs = append(errs, err)
 		} else if found == 0 {
 			errs = append(errs, fmt.Errorf("%s holds no trial results (result.json with a trial_name and an outcome)", dir))
 		}
 	}
-	slices.SortFunc(trials, func(a, b *Trial) int {
-		return strings.Compare(a.Task+"\x00"+a.Condition+"\x00"+fmt.Sprintf("%08d", a.Attempt)+a.Dir, b.Task+"\x00"+b.Condition+"\x00"+fmt.Sprintf("%08d", b.Attempt)+b.Dir)
-	})
+	sortTrials(trials)
 	return trials, errors.Join(errs...)
+}
+
+func sortTrials(trials []*Trial) {
+	slices.SortFunc(trials, func(a, b *Trial) int {
+		return cmp.Or(strings.Compare(a.Task, b.Task), strings.Compare(a.Condition, b.Condition), cmp.Compare(a.Attempt, b.Attempt), strings.Compare(a.Dir, b.Dir))
+	})
+}
+
+// walkFolders calls visit for dir and every folder below it that may hold
+// results, in lexical order; visit returns true for a trial folder, which
+// is not descended into. A trial's own subfolders and superseded runs are
+// never visited.
+func walkFolders(dir string, visit func(dir string) (trial bool)) error {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("%s is not a folder: give job folders (troupe run's --out)", dir)
+	}
+	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.IsDir() {
+			return nil
+		}
+		if p != dir && e.Name() == ".superseded" {
+			return fs.SkipDir
+		}
+		if visit(p) {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	return nil
 }
 
 // readTrial reads one result.json; nil when it is not a trial's (a job's).
 func readTrial(path string) (*Trial, error) {
+	// Only a regular file: a link could point anywhere, a FIFO would block.
+	if info, err := os.Lstat(path); err != nil || !info.Mode().IsRegular() {
+		return nil, nil
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

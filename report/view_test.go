@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -93,6 +95,150 @@ func TestViewerRunningJob(t *testing.T) {
 	_, index, _ := get(t, srv, "/")
 	if !strings.Contains(index, `http-equiv="refresh"`) || !strings.Contains(index, "running") {
 		t.Error("a running job's page does not refresh")
+	}
+}
+
+// copyFixture copies the real job, to be changed by a test.
+func copyFixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(viewFixture)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+const doneTrial = "job-hello/hello-world__test-worker-done__1"
+
+func TestViewerRefusesOtherHosts(t *testing.T) {
+	srv := httptest.NewServer(&Viewer{Dir: viewFixture, Hosts: []string{"box.lan"}})
+	t.Cleanup(srv.Close)
+	tests := []struct {
+		host string
+		want int
+	}{
+		{"", 200}, // httptest's 127.0.0.1:port
+		{"localhost:7480", 200},
+		{"[::1]:7480", 200},
+		{"box.lan:7480", 200},
+		{"evil.example:7480", 403},
+		{"127.0.0.1.evil.example", 403},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+		if tt.host != "" {
+			req.Host = tt.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("Host %q: %d, want %d", tt.host, resp.StatusCode, tt.want)
+		}
+	}
+}
+
+// What a hand-made or hostile trial folder holds must not take the viewer
+// outside DIR, block it, or fill its memory.
+func TestViewerReadsOnlyRegularFilesInside(t *testing.T) {
+	dir := copyFixture(t)
+	trial := filepath.Join(dir, filepath.FromSlash(doneTrial))
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.MkdirAll(secret, 0o755)
+	os.WriteFile(filepath.Join(secret, "stderr.log"), []byte("SECRET-OUTSIDE"), 0o644)
+	// A link to a file outside, a FIFO, and an agent id that climbs out.
+	os.Remove(filepath.Join(trial, "verifier", "test-stdout.txt"))
+	if err := os.Symlink(filepath.Join(secret, "stderr.log"), filepath.Join(trial, "verifier", "test-stdout.txt")); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(trial, "agents", "lead-1", "stderr.log"))
+	if err := syscall.Mkfifo(filepath.Join(trial, "agents", "lead-1", "stderr.log"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := os.ReadFile(filepath.Join(trial, "result.json"))
+	climb, _ := filepath.Rel(filepath.Join(trial, "agents"), secret)
+	res = bytes.Replace(res, []byte(`"id": "worker-1"`), []byte(`"id": "`+climb+`"`), 1)
+	os.WriteFile(filepath.Join(trial, "result.json"), res, 0o644)
+	// A transcript line over the line limit, before the DONE: messages.
+	tr := filepath.Join(trial, "relay", "transcript.jsonl")
+	lines, _ := os.ReadFile(tr)
+	long := `{"seq":0,"event":{"kind":9,"content":"` + strings.Repeat("x", maxLineBytes) + `"}}` + "\n"
+	os.WriteFile(tr, append([]byte(long), lines...), 0o644)
+	// What a verifier could leave in /logs must not pose as a trial.
+	os.MkdirAll(filepath.Join(trial, "planted"), 0o755)
+	os.WriteFile(filepath.Join(trial, "planted", "result.json"), []byte(`{"trial_name":"planted","task_name":"x","condition":"y","outcome":"passed"}`), 0o644)
+
+	srv := httptest.NewServer(&Viewer{Dir: dir})
+	t.Cleanup(srv.Close)
+	done := make(chan struct{})
+	var code int
+	var page string
+	go func() {
+		defer close(done)
+		code, page, _ = get(t, srv, "/trial?t="+url.QueryEscape(doneTrial))
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the trial page hangs on a FIFO")
+	}
+	if code != 200 {
+		t.Fatalf("trial page: %d %s", code, page)
+	}
+	if strings.Contains(page, "SECRET-OUTSIDE") {
+		t.Error("the page shows a file outside DIR")
+	}
+	for _, want := range []string{"is not a regular file", "an agent id that is not a folder name", "1 lines of relay/transcript.jsonl over 4 MiB are left out", "ignored DONE", `<span class="badge done">DONE</span>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("trial page lacks %q", want)
+		}
+	}
+	_, index, _ := get(t, srv, "/")
+	if strings.Contains(index, "planted") {
+		t.Error("a result.json inside a trial folder is listed as a trial")
+	}
+}
+
+// A job that has started: one trial running (config.json, a transcript
+// being written, no result.json), no trial finished yet.
+func TestViewerShowsRunningTrials(t *testing.T) {
+	dir := copyFixture(t)
+	job := filepath.Join(dir, "job-hello")
+	for _, name := range []string{"hello-world__hello-team-mock__1", "hello-world__test-worker-done__1"} {
+		os.RemoveAll(filepath.Join(job, name))
+	}
+	os.WriteFile(filepath.Join(job, "result.json"), []byte(`{"id":"x","n_total_trials":1,"finished_at":null}`), 0o644)
+	live := filepath.Join(job, "fix-it__team__1")
+	os.MkdirAll(filepath.Join(live, "relay"), 0o755)
+	os.MkdirAll(filepath.Join(live, "agents", "lead-1"), 0o755)
+	os.WriteFile(filepath.Join(live, "config.json"), []byte(`{"trial_name":"fix-it__team__1","attempt":1,"task":{"name":"fix-it","checksum":"c"},"manifest":{"condition":"team","sha256":"abc"}}`), 0o644)
+	user, lead := strings.Repeat("1", 64), strings.Repeat("2", 64)
+	os.WriteFile(filepath.Join(live, "relay", "members.json"), []byte(`[{"id":"user","role":"user","kind":"user","pubkey":"`+user+`"},{"id":"lead-1","role":"lead","kind":"orchestrator","pubkey":"`+lead+`"}]`), 0o644)
+	os.WriteFile(filepath.Join(live, "relay", "transcript.jsonl"), []byte(
+		`{"seq":1,"event":{"kind":9,"pubkey":"`+user+`","tags":[["p","`+lead+`"]],"content":"Fix it."}}`+"\n"+
+			`{"seq":2,"event":{"kind":9,"pubkey":"`+lead+`","tags":[["p","`+user+`"]],"content":"DONE: fixed"}}`+"\n"+
+			`{"seq":3,"event":{"kind":9,"pubkey":"`), 0o644) // a line being written
+	os.WriteFile(filepath.Join(live, "agents", "lead-1", "llm-calls.jsonl"), []byte(`{"time":"2026-11-30T10:00:00Z","status":200,"input_tokens":7,"output_tokens":3,"cost_usd":0.5}`+"\n"), 0o644)
+
+	srv := httptest.NewServer(&Viewer{Dir: dir})
+	t.Cleanup(srv.Close)
+	code, index, _ := get(t, srv, "/")
+	if code != 200 || !strings.Contains(index, `http-equiv="refresh"`) || !strings.Contains(index, `<span class="outcome running">running</span>`) || !strings.Contains(index, "fix-it__team__1") {
+		t.Fatalf("index of a job with a running trial: %d\n%s", code, index)
+	}
+	code, page, _ := get(t, srv, "/trial?t="+url.QueryEscape("job-hello/fix-it__team__1"))
+	if code != 200 {
+		t.Fatalf("running trial page: %d %s", code, page)
+	}
+	for _, want := range []string{`http-equiv="refresh"`, "This trial is running", `<span class="who">user</span><span class="mention">@lead-1 (lead)</span>`, "DONE: fixed", "<td>1 calls</td>", "<td>7</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("running trial page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "ignored DONE") {
+		t.Error("a running trial's DONE: is called ignored before the trial ends")
 	}
 }
 

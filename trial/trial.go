@@ -366,6 +366,21 @@ func (r *run) provision() error {
 	if r.audit, err = os.Create(filepath.Join(r.spec.Dir, "relay", "audit.jsonl")); err != nil {
 		return err
 	}
+	// Who holds which key, public from the start, so that troupe view can
+	// name the speakers of a trial that has no result.json yet.
+	type member struct {
+		ID     string `json:"id"`
+		Role   string `json:"role"`
+		Kind   string `json:"kind"`
+		Pubkey string `json:"pubkey"`
+	}
+	var roster []member
+	for _, m := range append([]personas.Member{user}, members...) {
+		roster = append(roster, member(m))
+	}
+	if err := writeJSON(filepath.Join(r.spec.Dir, "relay", "members.json"), roster); err != nil {
+		return err
+	}
 
 	var relayMembers []relay.Member
 	var specs []llm.AgentSpec

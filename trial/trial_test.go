@@ -133,6 +133,16 @@ func TestSoloAndTeamPassHelloWorld(t *testing.T) {
 				t.Errorf("%s: agent %s ran as uid %d", m, a.ID, a.UID)
 			}
 		}
+		var roster []struct{ ID, Role, Kind, Pubkey string }
+		if data, err := os.ReadFile(filepath.Join(dir, "relay", "members.json")); err != nil || json.Unmarshal(data, &roster) != nil || len(roster) != len(res.Agents)+1 {
+			t.Errorf("%s: members.json %v: %+v", m, err, roster)
+		} else {
+			for i, a := range res.Agents {
+				if got := roster[i+1]; got.ID != a.ID || got.Pubkey != a.Pubkey || got.Role != a.Role {
+					t.Errorf("%s: member %d is %+v, the result says %+v", m, i+1, got, a)
+				}
+			}
+		}
 		if strings.HasSuffix(m, "team.yaml") {
 			checkTeamFlow(t, dir, res)
 		}

@@ -27,7 +27,9 @@ agent's model calls with tokens and cost, the agents' logs and the verifier's ou
 Pages of a running job refresh every 5 seconds.
 
 It listens on 127.0.0.1 unless --addr says otherwise, and serves nothing but pages
-built from the results: no file browsing, no writes, no external assets.`,
+built from the results: no file browsing, no writes, no external assets. It answers
+only requests addressed to localhost or to the address it listens on, so a web page
+in your browser cannot read your results through a rebound DNS name.`,
 		Example: `  troupe view jobs/tb2
   troupe view jobs --addr 127.0.0.1:8080`,
 		Args: exactArgs(1, "one folder of results"),
@@ -37,6 +39,21 @@ built from the results: no file browsing, no writes, no external assets.`,
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:7480", "address to listen on (port 0 picks a free one)")
 	return cmd
+}
+
+// viewHosts are the Host names the viewer answers to besides localhost: the
+// host --addr named and the address it listens on, or any name when it
+// listens on every interface (the user chose to serve other machines).
+func viewHosts(flag string, addr net.Addr) []string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || tcp.IP.IsUnspecified() {
+		return []string{"*"}
+	}
+	hosts := []string{tcp.IP.String()}
+	if h, _, err := net.SplitHostPort(flag); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 func runView(ctx context.Context, out io.Writer, dir, addr string) error {
@@ -52,7 +69,8 @@ func runView(ctx context.Context, out io.Writer, dir, addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: &report.Viewer{Dir: dir}, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: &report.Viewer{Dir: dir, Hosts: viewHosts(addr, ln.Addr())},
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	fmt.Fprintf(out, "troupe view: http://%s/ (Ctrl+C to stop)\n", ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

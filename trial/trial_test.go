@@ -231,6 +231,16 @@ func TestCompletionReasonsAndOutcomes(t *testing.T) {
 		}},
 		{manifest: "solo-example", task: "testdata/tasks/broken-dockerfile", reason: InfraError, outcome: UnscoredInfra, errType: "ImageBuildError", msg: "troupe-test-build-step"},
 		{manifest: "solo-example", task: "testdata/tasks/verifier-hangs", reason: DeclaredDone, outcome: VerifierError, errType: "VerifierTimeout", msg: "did not finish within 2s"},
+		{manifest: "solo-example", task: "testdata/tasks/verifier-overwrites", reason: DeclaredDone, outcome: Passed, check: func(t *testing.T, res *Result, dir string) {
+			for _, f := range []string{"relay/transcript.jsonl", "relay/members.json", "trial.log", "config.json", "verifier/test-stdout.txt"} {
+				if data, _ := os.ReadFile(filepath.Join(dir, f)); strings.Contains(string(data), "FORGED") {
+					t.Errorf("the verifier wrote over %s", f)
+				}
+			}
+			if log, _ := os.ReadFile(filepath.Join(dir, "trial.log")); !strings.Contains(string(log), "a file of that name is already there") {
+				t.Error("trial.log does not say which files of /logs were not copied")
+			}
+		}},
 		{manifest: "root", task: helloWorld, reason: DeclaredDone, outcome: Passed, check: func(t *testing.T, res *Result, dir string) {
 			if res.AgentUser != "root" || res.IdentitiesIsolated || res.Agents[0].UID != 0 {
 				t.Errorf("agent_user %s, isolated %v, uid %d", res.AgentUser, res.IdentitiesIsolated, res.Agents[0].UID)

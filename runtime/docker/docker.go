@@ -224,8 +224,9 @@ const (
 
 // CopyOut copies src out of the container into dst under dstPath. Only
 // regular files and folders are written, inside dst only (os.Root refuses
-// anything that would leave it); links, devices and oversized files are
-// skipped and listed.
+// anything that would leave it), and never over a file already there;
+// links, devices, oversized files and such collisions are skipped and
+// listed.
 func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string) ([]string, error) {
 	rc, _, err := d.cli.CopyFromContainer(ctx, id, src)
 	if err != nil {
@@ -268,7 +269,11 @@ func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstP
 					return skipped, fmt.Errorf("docker: copy out %s: %w", h.Name, err)
 				}
 			}
-			f, err := dst.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+			f, err := dst.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if errors.Is(err, fs.ErrExist) {
+				skipped = append(skipped, h.Name+" (a file of that name is already there: it is kept)")
+				continue
+			}
 			if err != nil {
 				skipped = append(skipped, fmt.Sprintf("%s (%v)", h.Name, err))
 				continue

@@ -216,18 +216,20 @@ func copyOut(t *testing.T, rt runtime.Runtime, cfg Config) {
 		t.Fatal(err)
 	}
 	defer root.Close()
+	os.MkdirAll(filepath.Join(dir, "artifacts"), 0o755)
+	os.WriteFile(filepath.Join(dir, "artifacts", "a.txt"), []byte("the caller's\n"), 0o644)
 	skipped, err := rt.CopyOut(context.Background(), id, "/logs/artifacts", root, "artifacts")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for file, want := range map[string]string{"artifacts/a.txt": "one\n", "artifacts/sub/b.txt": "two\n"} {
+	for file, want := range map[string]string{"artifacts/a.txt": "the caller's\n", "artifacts/sub/b.txt": "two\n"} {
 		got, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil || string(got) != want {
 			t.Errorf("%s: %q %v", file, got, err)
 		}
 	}
-	if len(skipped) != 2 {
-		t.Errorf("links must be skipped and listed, got %v", skipped)
+	if len(skipped) != 3 || !slices.ContainsFunc(skipped, func(s string) bool { return strings.Contains(s, "a.txt (a file of that name is already there") }) {
+		t.Errorf("links and a file already there must be skipped and listed, got %v", skipped)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "artifacts", "link")); err == nil {
 		t.Error("a symlink was copied out")

@@ -47,6 +47,7 @@ func FuzzGatewayRequest(f *testing.F) {
 		`{"model":"x","stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`,
 		`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"x"}]}]}],"max_tokens":5}`,
 		`{"stream":true,"stream_options":{"include_usage":false},"messages":[]}`,
+		`{"stream":true,"stream_options":null,"messages":[]}`, // crashed the gateway once
 		`[]`, `{`, `{"model":1,"messages":"x"}`,
 	} {
 		f.Add([]byte(seed), true)

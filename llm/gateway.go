@@ -17,8 +17,10 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,8 +44,11 @@ type Gateway struct {
 	Transport http.RoundTripper
 	// MaxRequestBytes bounds a request body.
 	MaxRequestBytes int64
-	Logger          *slog.Logger
-	Now             func() time.Time
+	// DrainGrace is how long the gateway keeps reading a streamed answer
+	// after its agent hung up, for the usage the provider bills anyway.
+	DrainGrace time.Duration
+	Logger     *slog.Logger
+	Now        func() time.Time
 
 	keys  map[string]string // endpoint name -> real key; never logged
 	proxy *httputil.ReverseProxy
@@ -71,6 +76,7 @@ func New(endpoints Endpoints) *Gateway {
 		Endpoints:       endpoints,
 		Getenv:          os.Getenv,
 		MaxRequestBytes: 64 << 20,
+		DrainGrace:      10 * time.Second,
 	}
 }
 
@@ -214,23 +220,32 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer st.trial.leave() // after finish: deferred calls run last first
 	ep := st.endpoint
+	c := &call{st: st, api: api, start: g.Now()}
+	defer g.finish(c) // every call the gateway answers has its record
+	refuse := func(status int, msg string) {
+		c.status, c.errClass, c.errMsg = status, ClassBadRequest, msg
+		writeError(w, api, status, "invalid_request_error", msg)
+	}
 	if ep.API != Mock && ep.API != api {
 		path := map[API]string{OpenAI: "/v1/chat/completions", Anthropic: "/v1/messages"}[ep.API]
-		writeError(w, api, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("endpoint %s speaks the %s API; call %s", ep.Name, ep.API, path))
+		refuse(http.StatusBadRequest, fmt.Sprintf("endpoint %s speaks the %s API; call %s", ep.Name, ep.API, path))
 		return
 	}
-	c := &call{st: st, api: api, start: g.Now()}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxRequestBytes))
-	if err != nil {
-		writeError(w, api, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("request body: %v", err))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", g.MaxRequestBytes))
+		return
+	case err != nil:
+		c.errClass, c.errMsg = ClassDisconnect, "reading the request: "+err.Error()
 		return
 	}
 	body, c.stream, err = rewriteBody(api, body, ep.Model)
 	if err != nil {
-		writeError(w, api, http.StatusBadRequest, "invalid_request_error", err.Error())
+		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	defer g.finish(c)
 	if refusal := st.admit(); refusal != nil {
 		c.status, c.errClass, c.errMsg = http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error()
 		writeError(w, api, http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error())
@@ -242,7 +257,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out := r.Clone(context.WithValue(r.Context(), callKey{}, c))
+	// The upstream call outlives an agent that hangs up by DrainGrace, so
+	// that what the provider bills is still read and recorded.
+	uctx, ucancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	var grace atomic.Pointer[time.Timer]
+	stop := context.AfterFunc(r.Context(), func() { grace.Store(time.AfterFunc(g.DrainGrace, ucancel)) })
+	defer func() {
+		stop()
+		if t := grace.Load(); t != nil {
+			t.Stop()
+		}
+		ucancel()
+	}()
+	out := r.Clone(context.WithValue(uctx, callKey{}, c))
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	g.proxy.ServeHTTP(w, out)
@@ -258,9 +285,9 @@ func rewriteBody(api API, body []byte, model string) ([]byte, bool, error) {
 	req["model"], _ = json.Marshal(model)
 	stream := bytes.Equal(bytes.TrimSpace(req["stream"]), []byte("true"))
 	if stream && api == OpenAI {
-		opts := map[string]json.RawMessage{}
-		if raw, ok := req["stream_options"]; ok {
-			json.Unmarshal(raw, &opts)
+		var opts map[string]json.RawMessage
+		if raw, ok := req["stream_options"]; !ok || json.Unmarshal(raw, &opts) != nil || opts == nil {
+			opts = map[string]json.RawMessage{} // absent, null or not an object
 		}
 		opts["include_usage"] = json.RawMessage("true")
 		req["stream_options"], _ = json.Marshal(opts)
@@ -312,7 +339,10 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	c := callOf(pr.In)
 	ep := c.st.endpoint
 	h := pr.Out.Header
-	for _, k := range []string{"Authorization", "X-Api-Key", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+	// Accept-Encoding goes too: the transport then asks for gzip itself and
+	// decompresses, so the meter reads usage from plain JSON, never from
+	// compressed bytes it cannot parse.
+	for _, k := range []string{"Authorization", "X-Api-Key", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Accept-Encoding"} {
 		h.Del(k)
 	}
 	base := ep.BaseURL
@@ -354,8 +384,10 @@ func (g *Gateway) route(r *http.Request) (*http.Response, error) {
 	return g.Transport.RoundTrip(r)
 }
 
-// meterResponse notes status and Retry-After and wraps the body so usage is
-// read as it streams through.
+// meterResponse notes status and Retry-After and meters the body: a plain
+// answer is read whole here (it is small), scrubbed of the real key, priced
+// and settled before the agent sees a byte; a stream is wrapped so usage is
+// read as it passes.
 func (g *Gateway) meterResponse(resp *http.Response) error {
 	c := callOf(resp.Request)
 	c.firstByte = g.Now() // the response's first bytes, its headers, are here
@@ -363,18 +395,61 @@ func (g *Gateway) meterResponse(resp *http.Response) error {
 	c.retryAfter = resp.Header.Get("Retry-After")
 	c.errClass = classifyStatus(resp.StatusCode)
 	resp.Header.Del("Set-Cookie")
-	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(resp.Body)
-	resp.Body = &meter{body: resp.Body, br: br, c: c, sse: sse, settle: func() { g.finish(c) }}
+	m := &meter{body: resp.Body, br: br, c: c, scrub: g.scrub, settle: func() { g.finish(c) }}
+	resp.Body = m
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		m.sse = true
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(br, maxCapture+1))
+	if err != nil {
+		c.errClass, c.errMsg = ClassDisconnect, "reading the upstream's answer: "+err.Error()
+		return err
+	}
+	if len(data) > maxCapture {
+		m.pending, m.rest = data, true // too big to hold: it passes through
+		return nil
+	}
+	if u, ok := responseUsage(c.api, data); ok {
+		c.usage, c.usageSeen = u, true
+	}
+	if (c.status == http.StatusUnauthorized || c.status == http.StatusForbidden) && c.st.endpoint.API != Mock {
+		// What the provider says about the key is for the host's eyes.
+		c.errMsg = fmt.Sprintf("the upstream refused the key of endpoint %s (%d): %s", c.st.endpoint.Name, c.status, shorten(string(g.scrub(data)), 300))
+		data = errorBody(c.api, "authentication_error", fmt.Sprintf("the upstream of endpoint %s refused troupe's key (%d); troupe's log has its answer", c.st.endpoint.Name, c.status))
+		resp.Header.Set("Content-Type", "application/json")
+	} else {
+		data = g.scrub(data)
+		if c.status >= 400 {
+			c.errMsg = shorten(string(data), 300)
+		}
+	}
+	resp.ContentLength = int64(len(data))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(data)))
+	m.pending = data
+	c.complete = true
+	g.finish(c)
 	return nil
+}
+
+// scrub replaces any real key in what the upstream said, before it reaches
+// an agent or a record.
+func (g *Gateway) scrub(b []byte) []byte {
+	for _, key := range g.keys {
+		if key != "" && bytes.Contains(b, []byte(key)) {
+			b = bytes.ReplaceAll(b, []byte(key), []byte("[key redacted by troupe]"))
+		}
+	}
+	return b
 }
 
 // proxyError answers a call whose upstream could not be reached or failed
 // before answering, in the API's error shape.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	c := callOf(r)
-	c.errMsg = err.Error()
+	c.errMsg = string(g.scrub([]byte(err.Error())))
 	status, typ := http.StatusBadGateway, "api_error"
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
@@ -382,7 +457,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	case r.Context().Err() != nil:
 		c.errClass = ClassDisconnect // the agent went away
 	default:
-		c.errClass = ClassDisconnect
+		c.errClass = ClassUnreachable
 	}
 	c.status = status
 	if r.Context().Err() == nil {
@@ -417,7 +492,7 @@ func (g *Gateway) finish(c *call) {
 	if c.status < 400 && c.errClass == "" && !c.complete {
 		r.ErrorClass, r.Error = ClassDisconnect, "the response ended before it was complete"
 	}
-	if c.usageSeen {
+	if c.usageSeen || c.usage != (Usage{}) { // a stream's usage is read event by event
 		cost, cached, source := Cost(c.usage, st.price)
 		r.InputTokens, r.CachedTokens, r.OutputTokens, r.CostUSD, r.CachedSource = c.usage.Input, cached, c.usage.Output, cost, source
 	}
@@ -443,10 +518,10 @@ type meter struct {
 	br      *bufio.Reader
 	c       *call
 	sse     bool
+	scrub   func([]byte) []byte
 	settle  func()
 	pending []byte
 	events  int
-	read    bool // a plain body has been read whole (or up to maxCapture)
 	rest    bool // a plain body larger than maxCapture: the rest passes through
 }
 
@@ -466,8 +541,8 @@ func (m *meter) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		m.events++
+		event = m.scrub(event)
 		done, errMsg := inspectEvent(m.c.api, event, &m.c.usage)
-		m.c.usageSeen = true
 		if errMsg != "" {
 			m.c.errMsg = errMsg
 			if m.c.errClass == "" {
@@ -486,24 +561,6 @@ func (m *meter) Read(p []byte) (int, error) {
 }
 
 func (m *meter) readPlain(p []byte) (int, error) {
-	if !m.read {
-		m.read = true
-		data, err := io.ReadAll(io.LimitReader(m.br, maxCapture+1))
-		if err != nil {
-			m.c.errClass, m.c.errMsg = ClassDisconnect, err.Error()
-			return 0, err
-		}
-		if len(data) <= maxCapture {
-			if u, ok := responseUsage(m.c.api, data); ok {
-				m.c.usage, m.c.usageSeen = u, true
-			}
-			m.c.complete = true
-			m.settle()
-		} else {
-			m.rest = true
-		}
-		m.pending = data
-	}
 	if len(m.pending) > 0 {
 		n := copy(p, m.pending)
 		m.pending = m.pending[n:]
@@ -539,7 +596,24 @@ func (m *meter) readEvent() ([]byte, error) {
 	}
 }
 
+// Close ends the body. A stream its agent hung up on is read on, for at
+// most DrainGrace (the upstream's context ends then), until the usage the
+// provider reports at its end: the tokens are billed either way.
 func (m *meter) Close() error {
+	if m.sse && !m.c.complete && m.c.errClass == "" && m.br != nil {
+		for {
+			event, err := m.readEvent()
+			if len(event) > 0 {
+				if done, _ := inspectEvent(m.c.api, event, &m.c.usage); done {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		m.c.errClass, m.c.errMsg = ClassDisconnect, "the agent hung up before the answer was complete"
+	}
 	if m.br != nil {
 		m.br.Reset(nil)
 		readers.Put(m.br)

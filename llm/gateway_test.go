@@ -46,6 +46,8 @@ type upstream struct {
 	mu         sync.Mutex
 	lastModel  string
 	lastBody   map[string]any
+	// custom, when set, answers instead, after the key check.
+	custom atomic.Pointer[http.HandlerFunc]
 }
 
 func newUpstream(t *testing.T) *upstream {
@@ -64,6 +66,10 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if anthropicAPI && r.Header.Get("anthropic-version") == "" {
 		http.Error(w, `{"error":{"message":"no anthropic-version"}}`, http.StatusBadRequest)
+		return
+	}
+	if h := u.custom.Load(); h != nil {
+		(*h)(w, r)
 		return
 	}
 	var body map[string]any
@@ -463,14 +469,21 @@ func TestTrialCostCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if e := <-trial.Exhausted(); e.Agent != "" || e.Budget != "max_cost_usd" || math.Abs(e.Spent-2*wantCost) > 1e-12 {
-		t.Errorf("exhaustion %+v", e)
+	// Crossing the cap is not yet the end: the agents have the answers of
+	// the calls that crossed it, and may act on them.
+	select {
+	case e := <-trial.Exhausted():
+		t.Fatalf("exhaustion %+v reported before a call was refused", e)
+	default:
 	}
 	c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token("a-1")), option.WithMaxRetries(0))
 	_, err = c.Chat.Completions.New(t.Context(), chatParams)
 	var oerr *openai.Error
 	if !errors.As(err, &oerr) || oerr.StatusCode != 429 || !strings.Contains(oerr.Message, "the trial's max_cost_usd") {
 		t.Errorf("call after the trial's cap: %v", err)
+	}
+	if e := <-trial.Exhausted(); e.Agent != "" || e.Budget != "max_cost_usd" || math.Abs(e.Spent-2*wantCost) > 1e-12 {
+		t.Errorf("exhaustion %+v", e)
 	}
 }
 

@@ -78,6 +78,7 @@ type Trial struct {
 	tokens    map[string]string      // agent id -> token
 	total     Totals
 	exhausted *Exhaustion
+	reported  bool // the trial's exhaustion has been reported
 	events    chan Exhaustion
 	closed    bool
 	inflight  int
@@ -95,6 +96,7 @@ type agentState struct {
 	// guarded by trial.mu
 	totals    Totals
 	exhausted *Exhaustion
+	reported  bool
 }
 
 // OpenTrial mints a token for each agent. Every endpoint must be configured
@@ -160,8 +162,8 @@ func (t *Trial) Token(agent string) string {
 	return t.tokens[agent]
 }
 
-// Exhausted delivers each budget exhaustion once: every agent budget that is
-// spent, and the trial's.
+// Exhausted delivers each budget exhaustion once, when the first call it
+// refuses arrives: every agent budget that is spent, and the trial's.
 func (t *Trial) Exhausted() <-chan Exhaustion { return t.events }
 
 // Usage returns the running totals per agent and for the whole trial.
@@ -225,14 +227,30 @@ func (t *Trial) leave() {
 // admit counts a call against the budgets before it is forwarded, or says
 // which budget is spent. A call is counted when admitted, so concurrent
 // calls cannot exceed max_calls.
+//
+// A refusal, not the call that crossed the budget, is what reports the
+// exhaustion to the trial: the agent has the crossing call's answer and may
+// still act on it (the orchestrator's DONE: is often in its last answer),
+// and the trial ends for the budget only when the agent needed more.
 func (st *agentState) admit() *BudgetExceededError {
 	t := st.trial
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e := t.exhausted; e != nil {
+		if !t.reported {
+			t.reported = true
+			t.report(*e)
+		}
 		return &BudgetExceededError{Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}
 	}
+	if max := st.spec.Budget.MaxCalls; st.exhausted == nil && max != nil && st.totals.Calls >= *max {
+		st.exhausted = &Exhaustion{Agent: st.spec.ID, Budget: "max_calls", Spent: float64(st.totals.Calls), Limit: float64(*max)}
+	}
 	if e := st.exhausted; e != nil {
+		if !st.reported {
+			st.reported = true
+			t.report(*e)
+		}
 		return &BudgetExceededError{Agent: st.spec.ID, Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}
 	}
 	st.totals.Calls++
@@ -241,7 +259,7 @@ func (st *agentState) admit() *BudgetExceededError {
 }
 
 // settle adds a finished call's usage and marks every budget it crossed as
-// spent, reporting each exhaustion once. It writes the call's record.
+// spent, so the agent's next call is refused. It writes the call's record.
 func (st *agentState) settle(r Record) {
 	t := st.trial
 	t.mu.Lock()
@@ -264,14 +282,12 @@ func (st *agentState) settle(r Record) {
 		} {
 			if l.set && l.spent >= l.max {
 				st.exhausted = &Exhaustion{Agent: st.spec.ID, Budget: l.name, Spent: l.spent, Limit: l.max}
-				t.report(*st.exhausted)
 				break
 			}
 		}
 	}
 	if max := t.spec.MaxCostUSD; t.exhausted == nil && max != nil && t.total.CostUSD >= *max {
 		t.exhausted = &Exhaustion{Budget: "max_cost_usd", Spent: t.total.CostUSD, Limit: *max}
-		t.report(*t.exhausted)
 	}
 }
 

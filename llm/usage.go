@@ -46,6 +46,7 @@ const (
 	ClassTimeout         = "timeout"
 	ClassDisconnect      = "disconnect"
 	ClassUpstream5xx     = "upstream_5xx"
+	ClassUnreachable     = "unreachable" // the upstream could not be reached
 	ClassBudgetExhausted = "budget_exhausted"
 )
 

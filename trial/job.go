@@ -14,7 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
@@ -154,10 +156,17 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("job folder: %w", err)
 	}
-	if err := checkLock(spec, env.Version); err != nil {
+	unlock, err := lockFolder(spec.Dir)
+	if err != nil {
 		return nil, err
 	}
+	defer unlock()
+	// The endpoints first: a job refused before any trial runs writes no
+	// lock that would refuse its corrected inputs next time.
 	if err := checkEndpoints(env.Gateway, spec.Conditions); err != nil {
+		return nil, err
+	}
+	if err := checkLock(spec, env.Version); err != nil {
 		return nil, err
 	}
 	logFile, err := os.OpenFile(filepath.Join(spec.Dir, "job.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -180,12 +189,20 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 	var todo []planned
 	for _, p := range plan {
 		dir := filepath.Join(spec.Dir, p.name)
-		if res, err := ReadResult(filepath.Join(dir, "result.json")); err == nil && res.Finished() {
+		res, readErr := ReadResult(filepath.Join(dir, "result.json"))
+		finished := readErr == nil && res.Finished()
+		// A result of other inputs (its lock.json removed by hand) is not
+		// kept: it would be counted as a result of these.
+		if finished && res.ManifestHash == p.cond.Team.Manifest.Hash() && res.TaskChecksum == p.task.Digest {
 			j.count(p, res)
 			continue
 		}
 		if _, err := os.Stat(dir); err == nil {
-			if err := j.supersede(p.name, "unfinished"); err != nil {
+			why := "unfinished"
+			if finished {
+				why = "other-inputs"
+			}
+			if err := j.supersede(p.name, why); err != nil {
 				return nil, err
 			}
 		}
@@ -376,6 +393,20 @@ func planJob(spec JobSpec) ([]planned, error) {
 	if len(spec.Tasks) == 0 {
 		return nil, errors.New("no tasks")
 	}
+	var errs []error
+	for _, t := range spec.Tasks {
+		if err := checkFolderName(t.Name); err != nil {
+			errs = append(errs, fmt.Errorf("task %s: its folder name %w", t.Dir, err))
+		}
+	}
+	for _, c := range spec.Conditions {
+		if err := checkFolderName(c.Team.Manifest.Condition); err != nil {
+			errs = append(errs, fmt.Errorf("%s: condition %w", c.Path, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	byName := map[string]Condition{}
 	for _, c := range spec.Conditions {
 		m := c.Team.Manifest
@@ -393,11 +424,28 @@ func planJob(spec JobSpec) ([]planned, error) {
 	for attempt := 1; attempt <= spec.Attempts; attempt++ {
 		for _, t := range spec.Tasks {
 			for _, name := range slices.Sorted(maps.Keys(byName)) {
-				plan = append(plan, planned{name: fmt.Sprintf("%s__%s__%d", t.Name, name, attempt), cond: byName[name], task: t, attempt: attempt})
+				trial := fmt.Sprintf("%s__%s__%d", t.Name, name, attempt)
+				if len(trial)+len("-")+8 > maxChannelID {
+					return nil, fmt.Errorf("trial %s: the name is too long for a relay channel (%d characters with its 9-character suffix): shorten the task's folder name or the condition", trial, maxChannelID)
+				}
+				plan = append(plan, planned{name: trial, cond: byName[name], task: t, attempt: attempt})
 			}
 		}
 	}
 	return plan, nil
+}
+
+// maxChannelID is the relay's limit on a channel id: the trial's name and
+// "-" and 8 hex digits.
+const maxChannelID = 128
+
+// checkFolderName: conditions and tasks name trial folders and relay
+// channels ("<task>__<condition>__<attempt>").
+func checkFolderName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\"'`") || strings.IndexFunc(name, unicode.IsSpace) >= 0 {
+		return fmt.Errorf("%q cannot name a trial folder and channel: use letters, digits, '.', '_' or '-', with no spaces, slashes or quotes", name)
+	}
+	return nil
 }
 
 // checkLock writes lock.json on a new job and, on a resumed one, refuses a
@@ -423,26 +471,71 @@ func checkLock(spec JobSpec, version string) error {
 		return fmt.Errorf("%s is not a troupe lock file: %w", path, err)
 	}
 	var changed []string
-	compare := func(what string, was, now []lockedInput) []lockedInput {
+	// An input that changed is refused only when the job holds results of
+	// it; one that never produced a result (the run was stopped early, or
+	// refused) is simply locked as it is now.
+	compare := func(what string, was, now []lockedInput, hasResults func(string) bool) []lockedInput {
 		merged := slices.Clone(was)
 		for _, n := range now {
 			i := slices.IndexFunc(was, func(w lockedInput) bool { return w.Name == n.Name })
 			switch {
 			case i < 0:
 				merged = append(merged, n)
-			case was[i].Digest != n.Digest:
+			case was[i].Digest == n.Digest:
+			case hasResults(n.Name):
 				changed = append(changed, fmt.Sprintf("%s %s changed: %s was %s when the job started, it is %s now (%s)", what, n.Name, was[i].Path, was[i].Digest, n.Digest, n.Path))
+			default:
+				merged[i] = n
 			}
 		}
 		return merged
 	}
-	lock.Conditions = compare("condition", old.Conditions, lock.Conditions)
-	lock.Tasks = compare("task", old.Tasks, lock.Tasks)
+	trials := finishedTrialNames(spec.Dir)
+	lock.Conditions = compare("condition", old.Conditions, lock.Conditions, func(name string) bool {
+		return slices.ContainsFunc(trials, func(t string) bool { return strings.Contains(t, "__"+name+"__") })
+	})
+	lock.Tasks = compare("task", old.Tasks, lock.Tasks, func(name string) bool {
+		return slices.ContainsFunc(trials, func(t string) bool { return strings.HasPrefix(t, name+"__") })
+	})
 	if len(changed) > 0 {
 		return fmt.Errorf("%s holds a job whose inputs changed; results would not be comparable. Use another --out, or restore the inputs:\n  %s", spec.Dir, strings.Join(changed, "\n  "))
 	}
 	lock.Version = old.Version
 	return writeJSON(path, lock)
+}
+
+// finishedTrialNames lists the trial folders of a job that hold a finished
+// result.
+func finishedTrialNames(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if res, err := ReadResult(filepath.Join(dir, e.Name(), "result.json")); err == nil && res.Finished() {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// lockFolder takes the job folder for this process: two runs writing one
+// job would move each other's live trials aside and mix their files. The
+// lock is the kernel's (flock), so a crashed run holds it no longer.
+func lockFolder(dir string) (unlock func(), err error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("job folder: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another troupe run is using the job folder %s: wait for it, stop it, or give this run another --out", dir)
+		}
+		return nil, fmt.Errorf("lock the job folder %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // checkEndpoints opens and closes a trial per condition on the gateway, so

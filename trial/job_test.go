@@ -130,6 +130,85 @@ func TestJobRefusesChangedInputs(t *testing.T) {
 	if _, err := RunJob(t.Context(), env, spec, Progress{}); err == nil || !strings.Contains(err.Error(), "both name condition") {
 		t.Fatalf("duplicate condition: %v", err)
 	}
+
+	// With lock.json removed by hand, the result of the old inputs is not
+	// kept as a result of the new ones: it is set aside and run again.
+	os.Remove(filepath.Join(dir, "lock.json"))
+	spec.Conditions = spec.Conditions[:1]
+	res, err := RunJob(t.Context(), env, spec, Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Total != 1 || res.Stats.Completed != 1 {
+		t.Errorf("job %+v", res.Stats)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(dir, ".superseded", "hello-world__hello-solo-mock__1.other-inputs.*")); len(aside) != 1 {
+		t.Errorf("the result of the old inputs was not set aside: %v", aside)
+	}
+}
+
+// Inputs that changed before any of their trials finished are not refused:
+// a job stopped early, or refused, can be corrected and run again.
+func TestLockAllowsChangesWithoutResults(t *testing.T) {
+	dir := t.TempDir()
+	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml")}, Tasks: []*Task{task(t, helloWorld)}}
+	if err := checkLock(spec, "v"); err != nil {
+		t.Fatal(err)
+	}
+	changed := *spec.Tasks[0]
+	changed.Digest = "sha256:other"
+	spec.Tasks = []*Task{&changed}
+	if err := checkLock(spec, "v"); err != nil {
+		t.Fatalf("a task with no results was refused: %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "lock.json")); !strings.Contains(string(data), "sha256:other") {
+		t.Errorf("lock.json was not updated: %s", data)
+	}
+	// Once a trial of it finished, a change is refused.
+	trialDir := filepath.Join(dir, "hello-world__hello-solo-mock__1")
+	os.MkdirAll(trialDir, 0o755)
+	os.WriteFile(filepath.Join(trialDir, "result.json"), []byte(`{"trial_name":"hello-world__hello-solo-mock__1","outcome":"passed","finished_at":"2026-11-30T00:00:00Z"}`), 0o644)
+	changed.Digest = "sha256:third"
+	if err := checkLock(spec, "v"); err == nil || !strings.Contains(err.Error(), "task hello-world changed") {
+		t.Errorf("a task with results changed: %v", err)
+	}
+}
+
+func TestJobFolderIsOneRunsAtATime(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockFolder(dir); err == nil || !strings.Contains(err.Error(), "another troupe run is using the job folder") {
+		t.Errorf("a second lock: %v", err)
+	}
+	unlock()
+	again, err := lockFolder(dir)
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	again()
+}
+
+func TestPlanRefusesNamesThatCannotNameFolders(t *testing.T) {
+	c := cond(t, "../examples/manifests/solo.yaml")
+	for _, name := range []string{"Team A", "mock/team", "..", `a"b`} {
+		bad := c
+		m := *c.Team.Manifest
+		m.Condition = name
+		team := *c.Team
+		team.Manifest = &m
+		bad.Team = &team
+		if _, err := planJob(JobSpec{Conditions: []Condition{bad}, Tasks: []*Task{task(t, helloWorld)}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "cannot name a trial folder") {
+			t.Errorf("condition %q: %v", name, err)
+		}
+	}
+	long := *task(t, helloWorld)
+	long.Name = strings.Repeat("t", 110)
+	if _, err := planJob(JobSpec{Conditions: []Condition{c}, Tasks: []*Task{&long}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "too long for a relay channel") {
+		t.Errorf("a long name: %v", err)
+	}
 }
 
 func TestJobCancel(t *testing.T) {

@@ -581,7 +581,10 @@ func (r *run) launch(ctx context.Context) error {
 		if r.isolated() {
 			user = fmt.Sprintf("%d:%d", ar.uid, agentGID)
 		}
-		p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
+		// Not ctx: a cancelled job must not cut an exec half-started (the
+		// sweep would then find runc's init, and the exec never end). The
+		// agents are stopped by the sweep, like on any other ending.
+		p, err := r.env.Runtime.Exec(context.WithoutCancel(ctx), r.container, runtime.ExecSpec{
 			Cmd: []string{runtime.BinaryPath, "agent"}, Env: env, User: user, WorkDir: r.workdir, Stdout: ar.stdout, Stderr: ar.stderr,
 		})
 		if err != nil {

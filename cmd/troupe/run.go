@@ -184,6 +184,11 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	// removes this job's containers at once and exits.
 	stopForce := forceOnSecondSignal(a.stderr, rt, jobID)
 	defer stopForce()
+	// A reader of the progress that goes away (--json | head) must not kill
+	// troupe before it removes its containers: writes then fail instead,
+	// and the job runs on, its results on disk.
+	signal.Ignore(syscall.SIGPIPE)
+	defer signal.Reset(syscall.SIGPIPE)
 
 	show := newProgress(a, opts.json)
 	res, err := trial.RunJob(ctx, env, trial.JobSpec{
@@ -296,14 +301,14 @@ type progress struct {
 	total    int
 	kept     int
 	running  map[string]bool
-	finished int
-	failed   int
+	// outcomes is each trial's last outcome: a retried trial counts once.
+	outcomes map[string]trial.Outcome
 	cost     float64
 	drawn    bool
 }
 
 func newProgress(a *app, asJSON bool) *progress {
-	p := &progress{a: a, running: map[string]bool{}}
+	p := &progress{a: a, running: map[string]bool{}, outcomes: map[string]trial.Outcome{}}
 	if asJSON {
 		p.json = json.NewEncoder(a.stdout)
 	} else if f, ok := a.stderr.(*os.File); ok {
@@ -343,12 +348,7 @@ func (p *progress) trial(e trial.Event) {
 		p.running[e.Trial] = true
 	case trial.EventFinished:
 		delete(p.running, e.Trial)
-		if e.Outcome != trial.OutcomeCancel {
-			p.finished++
-		}
-		if e.Outcome != trial.Passed {
-			p.failed++
-		}
+		p.outcomes[e.Trial] = e.Outcome
 		p.cost += e.CostUSD
 		msg := fmt.Sprintf("%-14s %s (%s)", e.Outcome, e.Trial, e.Reason)
 		if e.Error != "" {
@@ -372,14 +372,22 @@ func (p *progress) draw() {
 	if !p.terminal || p.json != nil {
 		return
 	}
-	done := p.finished + p.kept
+	done, failed := p.kept, 0
+	for _, o := range p.outcomes {
+		if o != trial.OutcomeCancel {
+			done++
+		}
+		if o != trial.Passed {
+			failed++
+		}
+	}
 	width := 24
 	filled := 0
 	if p.total > 0 {
-		filled = width * done / p.total
+		filled = min(max(width*done/p.total, 0), width)
 	}
 	fmt.Fprintf(p.a.stderr, "\r\033[K[%s%s] %d/%d done · %d running · %d not passed · $%.4f",
-		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, p.total, len(p.running), p.failed, p.cost)
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, p.total, len(p.running), failed, p.cost)
 	p.drawn = true
 }
 

@@ -341,8 +341,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	h := pr.Out.Header
 	// Accept-Encoding goes too: the transport then asks for gzip itself and
 	// decompresses, so the meter reads usage from plain JSON, never from
-	// compressed bytes it cannot parse.
-	for _, k := range []string{"Authorization", "X-Api-Key", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Accept-Encoding"} {
+	// compressed bytes it cannot parse. The organisation and project
+	// headers would bill the host's key to an account the agent chose.
+	for _, k := range []string{"Authorization", "X-Api-Key", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Accept-Encoding", "OpenAI-Organization", "OpenAI-Project"} {
 		h.Del(k)
 	}
 	base := ep.BaseURL
@@ -538,6 +539,12 @@ func (m *meter) Read(p []byte) (int, error) {
 		}
 		event, err := m.readEvent()
 		if len(event) == 0 {
+			if errors.Is(err, io.EOF) && !m.c.complete && m.c.usage != (Usage{}) {
+				// Some OpenAI-compatible servers end with the usage event
+				// and no [DONE]: that is complete too.
+				m.c.complete = true
+				m.settle()
+			}
 			return 0, err
 		}
 		m.events++

@@ -219,3 +219,34 @@ func TestHangingUpBeforeTheUsageIsStillMetered(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A stream that ends with its usage and no [DONE] (some OpenAI-compatible
+// servers) is complete; and the agent cannot bill another organisation.
+func TestStreamWithoutDoneAndBillingHeaders(t *testing.T) {
+	f := newFixture(t, AgentSpec{ID: "a-1", Endpoint: "oa"})
+	var org string
+	var mu sync.Mutex
+	f.up.answerWith(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		org = r.Header.Get("OpenAI-Organization") + r.Header.Get("OpenAI-Project")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n")
+	})
+	c := openai.NewClient(option.WithBaseURL(f.g.URL()+"/v1/"), option.WithAPIKey(f.trial.Token("a-1")), option.WithMaxRetries(0),
+		option.WithOrganization("org-other"), option.WithProject("proj-other"))
+	s := c.Chat.Completions.NewStreaming(t.Context(), chatParams)
+	for s.Next() {
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.records(t, "a-1")[0]; r.ErrorClass != "" || r.InputTokens != 7 || r.OutputTokens != 3 {
+		t.Errorf("record %+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if org != "" {
+		t.Errorf("the upstream was asked to bill %q", org)
+	}
+}

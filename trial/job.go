@@ -72,9 +72,12 @@ type Progress struct {
 // lockFile pins a job's inputs: a resumed job must run the same manifests
 // and tasks.
 type lockFile struct {
-	Version    string        `json:"troupe_version"`
-	Conditions []lockedInput `json:"conditions"`
-	Tasks      []lockedInput `json:"tasks"`
+	Version string `json:"troupe_version"`
+	// TimeoutMultiplier scales every limit: trials under other limits are
+	// not comparable either.
+	TimeoutMultiplier float64       `json:"timeout_multiplier,omitempty"`
+	Conditions        []lockedInput `json:"conditions"`
+	Tasks             []lockedInput `json:"tasks"`
 }
 
 type lockedInput struct {
@@ -166,7 +169,7 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 	if err := checkEndpoints(env.Gateway, spec.Conditions); err != nil {
 		return nil, err
 	}
-	if err := checkLock(spec, env.Version); err != nil {
+	if err := checkLock(spec, env.Version, env.Limits.Multiplier); err != nil {
 		return nil, err
 	}
 	logFile, err := os.OpenFile(filepath.Join(spec.Dir, "job.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -450,8 +453,11 @@ func checkFolderName(name string) error {
 
 // checkLock writes lock.json on a new job and, on a resumed one, refuses a
 // manifest or task that changed since.
-func checkLock(spec JobSpec, version string) error {
-	lock := lockFile{Version: version}
+func checkLock(spec JobSpec, version string, multiplier float64) error {
+	if multiplier <= 0 {
+		multiplier = 1
+	}
+	lock := lockFile{Version: version, TimeoutMultiplier: multiplier}
 	for _, c := range spec.Conditions {
 		lock.Conditions = append(lock.Conditions, lockedInput{Name: c.Team.Manifest.Condition, Path: c.Path, Digest: c.Team.Manifest.Hash()})
 	}
@@ -491,6 +497,9 @@ func checkLock(spec JobSpec, version string) error {
 		return merged
 	}
 	trials := finishedTrialNames(spec.Dir)
+	if old.TimeoutMultiplier != 0 && old.TimeoutMultiplier != multiplier && len(trials) > 0 {
+		changed = append(changed, fmt.Sprintf("--timeout-multiplier was %g when the job started, it is %g now", old.TimeoutMultiplier, multiplier))
+	}
 	lock.Conditions = compare("condition", old.Conditions, lock.Conditions, func(name string) bool {
 		return slices.ContainsFunc(trials, func(t string) bool { return strings.Contains(t, "__"+name+"__") })
 	})
@@ -548,7 +557,7 @@ func checkEndpoints(g *llm.Gateway, conds []Condition) error {
 		for _, a := range c.Team.Agents {
 			agents = append(agents, llm.AgentSpec{ID: a.ID, Role: a.Role, Kind: string(a.Kind), Endpoint: a.Endpoint})
 		}
-		t, err := g.OpenTrial(llm.TrialSpec{ID: "check-" + randomHex(4), Agents: agents, Prices: c.Team.Manifest.Prices})
+		t, err := g.OpenTrial(llm.TrialSpec{ID: "pre-flight check of " + c.Team.Manifest.Condition, Agents: agents, Prices: c.Team.Manifest.Prices})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
 			continue

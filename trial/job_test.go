@@ -152,13 +152,13 @@ func TestJobRefusesChangedInputs(t *testing.T) {
 func TestLockAllowsChangesWithoutResults(t *testing.T) {
 	dir := t.TempDir()
 	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml")}, Tasks: []*Task{task(t, helloWorld)}}
-	if err := checkLock(spec, "v"); err != nil {
+	if err := checkLock(spec, "v", 1); err != nil {
 		t.Fatal(err)
 	}
 	changed := *spec.Tasks[0]
 	changed.Digest = "sha256:other"
 	spec.Tasks = []*Task{&changed}
-	if err := checkLock(spec, "v"); err != nil {
+	if err := checkLock(spec, "v", 1); err != nil {
 		t.Fatalf("a task with no results was refused: %v", err)
 	}
 	if data, _ := os.ReadFile(filepath.Join(dir, "lock.json")); !strings.Contains(string(data), "sha256:other") {
@@ -169,8 +169,13 @@ func TestLockAllowsChangesWithoutResults(t *testing.T) {
 	os.MkdirAll(trialDir, 0o755)
 	os.WriteFile(filepath.Join(trialDir, "result.json"), []byte(`{"trial_name":"hello-world__hello-solo-mock__1","outcome":"passed","finished_at":"2026-11-30T00:00:00Z"}`), 0o644)
 	changed.Digest = "sha256:third"
-	if err := checkLock(spec, "v"); err == nil || !strings.Contains(err.Error(), "task hello-world changed") {
+	if err := checkLock(spec, "v", 1); err == nil || !strings.Contains(err.Error(), "task hello-world changed") {
 		t.Errorf("a task with results changed: %v", err)
+	}
+	// So is another timeout multiplier: the limits differ.
+	changed.Digest = "sha256:other"
+	if err := checkLock(spec, "v", 0.5); err == nil || !strings.Contains(err.Error(), "--timeout-multiplier was 1 when the job started, it is 0.5 now") {
+		t.Errorf("another multiplier: %v", err)
 	}
 }
 

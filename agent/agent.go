@@ -319,8 +319,39 @@ func (a *Agent) turn(ctx context.Context, trigger *nostr.Event) {
 			a.log.Info("tool call", "tool", tc.Function.Name, "args", shorten(tc.Function.Arguments, 300), "failed", res.failed, "duration", time.Since(t0).Round(time.Millisecond).String(), "result", shorten(res.content, 200))
 			msgs = append(msgs, message{Role: "tool", ToolCallID: tc.ID, Content: text(res.content)})
 		}
+		shrinkToolResults(msgs, toolResultsBudget)
 	}
 	a.log.Warn("turn stopped: the maximum number of rounds was reached", "max_rounds", a.cfg.MaxRounds)
+}
+
+// toolResultsBudget bounds the tool results a turn resends with each call
+// (about 32k tokens): without it a long turn outgrows the model's context
+// and its cost grows with the square of its rounds.
+const toolResultsBudget = 128 << 10
+
+// shrinkToolResults shortens the oldest tool results, to their first lines,
+// until all of them fit the budget; the newest are kept whole.
+func shrinkToolResults(msgs []message, budget int) {
+	total := 0
+	for _, m := range msgs {
+		if m.Role == "tool" && m.Content != nil {
+			total += len(*m.Content)
+		}
+	}
+	const keep = 512
+	for i := range msgs {
+		if total <= budget {
+			return
+		}
+		m := &msgs[i]
+		if m.Role != "tool" || m.Content == nil || len(*m.Content) <= keep+100 {
+			continue
+		}
+		old := *m.Content
+		short := old[:keep] + fmt.Sprintf("\n… (an older result, shortened from %d bytes to fit the context; run the tool again if you need it)", len(old))
+		total -= len(old) - len(short)
+		m.Content = text(short)
+	}
 }
 
 // conversation builds a turn's messages: the system prompt, recent channel

@@ -25,6 +25,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -152,5 +153,8 @@ func Main(ctx context.Context, getenv func(string) string, logs io.Writer) error
 	if cfg.AgentID != "" {
 		log = log.With("agent", cfg.AgentID)
 	}
+	// Teammates run as other uids in one group: what this agent and its
+	// commands create must be group-writable, or a teammate cannot edit it.
+	syscall.Umask(0o002)
 	return New(cfg, log).Run(ctx)
 }

@@ -110,10 +110,11 @@ func (c *llmClient) chat(ctx context.Context, msgs []message, tools []toolSpec) 
 	return nil, last
 }
 
-// retryable: 429 (but not a budget refusal), overloaded, bad gateway, and no
-// response at all (status 0).
+// retryable: 429 (but not a budget refusal), a timeout, any server error
+// (a provider's 500 is usually transient, and one must not idle an agent
+// for the rest of its trial), and no response at all (status 0).
 func retryable(status int) bool {
-	return status == 0 || status == 429 || status == 502 || status == 503 || status == 504 || status == 529
+	return status == 0 || status == 408 || status == 429 || status >= 500
 }
 
 func (c *llmClient) once(ctx context.Context, body []byte) (*chatResponse, int, time.Duration, error) {

@@ -1,16 +1,17 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -61,24 +62,34 @@ func (a *Agent) runTool(ctx context.Context, name, rawArgs string) toolResult {
 	case "shell":
 		timeout := shellDefaultTimeout
 		if v, ok := args["timeout_seconds"].(float64); ok && v > 0 {
-			timeout = min(time.Duration(v)*time.Second, shellMaxTimeout)
+			// In seconds as a float, clamped before the conversion: 0.5
+			// is not 0, and 1e10 does not overflow.
+			timeout = time.Duration(min(max(v, 1), shellMaxTimeout.Seconds()) * float64(time.Second))
 		}
 		return a.shell(ctx, get("command"), timeout)
 	case "read_file":
-		data, err := os.ReadFile(a.path(get("path")))
+		text, err := readCapped(a.path(get("path")))
 		if err != nil {
 			return toolResult{"error: " + err.Error(), true}
 		}
-		return toolResult{capText(string(data)), false}
+		return toolResult{text, false}
 	case "write_file":
 		p := a.path(get("path"))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		content, ok := args["content"].(string)
+		if !ok {
+			return toolResult{"error: content must be a string", true}
+		}
+		if info, err := os.Stat(p); err == nil && !info.Mode().IsRegular() {
+			return toolResult{fmt.Sprintf("error: %s is not a regular file", p), true}
+		}
+		// Group-writable (the umask is 002): teammates share the group.
+		if err := os.MkdirAll(filepath.Dir(p), 0o777); err != nil {
 			return toolResult{"error: " + err.Error(), true}
 		}
-		if err := os.WriteFile(p, []byte(get("content")), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(content), 0o666); err != nil {
 			return toolResult{"error: " + err.Error(), true}
 		}
-		return toolResult{fmt.Sprintf("wrote %d bytes to %s", len(get("content")), p), false}
+		return toolResult{fmt.Sprintf("wrote %d bytes to %s", len(content), p), false}
 	case "list_dir":
 		p := a.path(cmpOr(get("path"), "."))
 		entries, err := os.ReadDir(p)
@@ -144,8 +155,8 @@ func (a *Agent) shell(ctx context.Context, command string, timeout time.Duration
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &capWriter{}
+	cmd.Stdout, cmd.Stderr = out, out
 	err := cmd.Run()
 	// Whatever the command left running in its group goes too.
 	if cmd.Process != nil {
@@ -155,13 +166,85 @@ func (a *Agent) shell(ctx context.Context, command string, timeout time.Duration
 	var exitErr *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		return toolResult{fmt.Sprintf("error: the command did not finish within %s and was killed\n%s", timeout, capText(out.String())), true}
+		return toolResult{fmt.Sprintf("error: the command did not finish within %s and was killed\n%s", timeout, out.String()), true}
+	case errors.Is(err, exec.ErrWaitDelay):
+		// The command exited, but something it started in the background
+		// held its output open; that was stopped with the group.
+		return toolResult{fmt.Sprintf("exit 0\n%s\n(a background process kept the output open and was stopped: every process a command starts ends with it)", out.String()), false}
 	case errors.As(err, &exitErr):
 		code = exitErr.ExitCode()
 	case err != nil:
 		return toolResult{"error: " + err.Error(), true}
 	}
-	return toolResult{fmt.Sprintf("exit %d\n%s", code, capText(out.String())), code != 0}
+	return toolResult{fmt.Sprintf("exit %d\n%s", code, out.String()), code != 0}
+}
+
+// capWriter keeps the first and the last outputCap/2 bytes of what is
+// written, so a command printing gigabytes costs the agent no memory.
+type capWriter struct {
+	mu         sync.Mutex
+	head, tail []byte
+	total      int64
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	written := len(p)
+	w.total += int64(written)
+	half := outputCap / 2
+	if room := half - len(w.head); room > 0 {
+		n := min(room, len(p))
+		w.head = append(w.head, p[:n]...)
+		p = p[n:]
+	}
+	if len(p) > 0 {
+		w.tail = append(w.tail, p...)
+		if over := len(w.tail) - half; over > 0 {
+			w.tail = append(w.tail[:0], w.tail[over:]...)
+		}
+	}
+	return written, nil
+}
+
+func (w *capWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if left := w.total - int64(len(w.head)+len(w.tail)); left > 0 {
+		return string(w.head) + fmt.Sprintf("\n… %d bytes left out …\n", left) + string(w.tail)
+	}
+	return string(w.head) + string(w.tail)
+}
+
+// readCapped reads a regular file (a device or a FIFO would never end, or
+// block), at most its first and last outputCap/2 bytes.
+func readCapped(path string) (string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if info.Size() <= outputCap {
+		data, err := io.ReadAll(io.LimitReader(f, outputCap+1))
+		return capText(string(data)), err
+	}
+	half := int64(outputCap / 2)
+	head := make([]byte, half)
+	tail := make([]byte, half)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return "", err
+	}
+	if _, err := f.ReadAt(tail, info.Size()-half); err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return string(head) + fmt.Sprintf("\n… %d bytes left out …\n", info.Size()-2*half) + string(tail), nil
 }
 
 // capText keeps the start and the end of a long text.

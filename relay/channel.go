@@ -282,8 +282,14 @@ func (ch *Channel) subscribe(sub *subscription, filters []nostr.Filter) bool {
 				matched = append(matched, s)
 			}
 		}
-		if f.Limit > 0 && len(matched) > f.Limit {
-			matched = matched[len(matched)-f.Limit:]
+		// At most half a client's queue, the newest: a replay must not
+		// overflow the queue and disconnect a client that subscribes late.
+		limit := sub.conn.r.SendQueue / 2
+		if f.Limit > 0 {
+			limit = min(limit, f.Limit)
+		}
+		if len(matched) > limit {
+			matched = matched[len(matched)-limit:]
 		}
 		for _, s := range matched {
 			sub.conn.enqueue(outFrame{sub: sub.quoted, payload: s.json, event: true})

@@ -1,13 +1,13 @@
 package relay
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -24,7 +24,8 @@ type conn struct {
 	ws        *websocket.Conn
 	remote    string
 	challenge string
-	pubkey    string // authenticated key, "" before AUTH
+	pubkey    string      // authenticated key, "" before AUTH
+	authed    atomic.Bool // pubkey is set: read by the unauthenticated timer
 	subs      map[string]*subscription
 	bucket    tokenBucket
 	parser    nostr.MessageParser
@@ -44,7 +45,10 @@ type outFrame struct {
 	event   bool
 }
 
-var errTooSlow = errors.New("the client did not read its messages fast enough")
+var (
+	errTooSlow = errors.New("the client did not read its messages fast enough")
+	errNoAuth  = errors.New("the client did not authenticate in time")
+)
 
 func newConn(r *Relay, ws *websocket.Conn, remote string) *conn {
 	challenge := make([]byte, 16)
@@ -113,6 +117,14 @@ func (c *conn) writeLoop() {
 // then releases everything the connection held.
 func (c *conn) readLoop() {
 	defer c.finish()
+	// A connection that never authenticates holds a queue and a slot: it
+	// has a minute to.
+	noAuth := time.AfterFunc(unauthenticatedTTL, func() {
+		if !c.authed.Load() {
+			c.cancel(errNoAuth)
+		}
+	})
+	defer noAuth.Stop()
 	for {
 		typ, data, err := c.ws.Read(c.ctx)
 		if err != nil {
@@ -179,9 +191,16 @@ func (c *conn) requireAuth() bool {
 }
 
 // refuseEvent records the refusal before the client hears it, so a client
-// that has its answer can rely on the audit log holding it.
+// that has its answer can rely on the audit log holding it. A refusal on a
+// connection that has not authenticated is the relay's alone: the pubkey it
+// claims is unproven, and must not put entries in a member's name into a
+// channel's audit log.
 func (c *conn) refuseEvent(ev *nostr.Event, r refusal, channels []*Channel) {
-	c.r.audit(auditEntry{Pubkey: cmp.Or(c.pubkey, ev.PubKey), Remote: c.remote, Message: "EVENT", ID: ev.ID, Reason: string(r)}, channels)
+	e := auditEntry{Pubkey: c.pubkey, Remote: c.remote, Message: "EVENT", ID: ev.ID, Reason: string(r)}
+	if c.pubkey == "" {
+		e.Pubkey, e.Unverified, channels = ev.PubKey, true, nil
+	}
+	c.r.audit(e, channels)
 	c.sendJSON(nostr.OKEnvelope{EventID: ev.ID, OK: false, Reason: string(r)})
 }
 
@@ -275,9 +294,20 @@ func (r *Relay) checkMembership(ev *nostr.Event, channel string) refusal {
 
 func (c *conn) handleAuth(ev *nostr.Event) {
 	now := c.r.Now()
+	verified := false // the signature is the key's: its channels may hear of it
 	fail := func(r refusal) {
-		c.r.audit(auditEntry{Pubkey: ev.PubKey, Remote: c.remote, Message: "AUTH", ID: ev.ID, Reason: string(r)}, c.r.channelsOf(ev.PubKey))
+		e := auditEntry{Pubkey: ev.PubKey, Remote: c.remote, Message: "AUTH", ID: ev.ID, Reason: string(r), Unverified: !verified}
+		var channels []*Channel
+		if verified {
+			channels = c.r.channelsOf(ev.PubKey)
+		}
+		c.r.audit(e, channels)
 		c.sendJSON(nostr.OKEnvelope{EventID: ev.ID, OK: false, Reason: string(r)})
+	}
+	// AUTH costs a signature check: it is rate-limited like the rest.
+	if !c.bucket.allow(now) {
+		fail(refuse(PrefixRateLimited, "slow down: at most %g messages a second", c.r.EventRate))
+		return
 	}
 	switch {
 	case c.pubkey != "" && c.pubkey == ev.PubKey && ev.CheckID():
@@ -297,6 +327,7 @@ func (c *conn) handleAuth(ev *nostr.Event) {
 		fail(refuse(PrefixInvalid, "the signature does not verify"))
 		return
 	}
+	verified = true
 	if t := ev.Tags.Find("challenge"); t == nil || t[1] != c.challenge {
 		fail(refuse(PrefixInvalid, "the challenge does not match this connection's AUTH challenge"))
 		return
@@ -323,6 +354,7 @@ func (c *conn) handleAuth(ev *nostr.Event) {
 		return
 	}
 	c.pubkey = ev.PubKey
+	c.authed.Store(true)
 	c.sendJSON(nostr.OKEnvelope{EventID: ev.ID, OK: true})
 }
 
@@ -344,9 +376,19 @@ func (c *conn) handleReq(id string, filters nostr.Filters) {
 		c.refuseReq(id, refuse(PrefixInvalid, "a subscription id is 1 to 64 characters"), nil)
 		return
 	}
-	if len(filters) == 0 {
-		c.refuseReq(id, refuse(PrefixInvalid, "a REQ needs at least one filter"), nil)
+	if len(filters) == 0 || len(filters) > maxFilters {
+		c.refuseReq(id, refuse(PrefixInvalid, "a REQ has 1 to %d filters; this one has %d", maxFilters, len(filters)), nil)
 		return
+	}
+	for _, f := range filters {
+		n := len(f.IDs) + len(f.Authors) + len(f.Kinds)
+		for _, vs := range f.Tags {
+			n += len(vs)
+		}
+		if n > maxFilterValues {
+			c.refuseReq(id, refuse(PrefixInvalid, "a filter lists %d ids, authors, kinds and tag values; the limit is %d", n, maxFilterValues), nil)
+			return
+		}
 	}
 	// Every filter is checked before anything is served: one refused
 	// filter refuses the whole subscription.

@@ -27,6 +27,18 @@ const (
 	KindChannelMembers  = 39002
 )
 
+// Limits beyond the content's: the tags are the rest of an event a channel
+// stores, and filters are what a REQ makes the relay check, under the
+// channel's lock, against every stored event and every new one.
+const (
+	maxTags            = 256      // an h tag and p tags for a large team
+	maxTagBytes        = 16 << 10 // all tag values together
+	maxFilters         = 10       // per REQ
+	maxFilterValues    = 1000     // ids, authors, kinds and tag values of one filter
+	maxConnections     = 4096     // websocket connections at once, relay-wide
+	unauthenticatedTTL = time.Minute
+)
+
 // DonePrefix starts the message with which the orchestrator ends a trial.
 const DonePrefix = "DONE:"
 
@@ -45,6 +57,18 @@ func refuse(prefix, format string, args ...any) refusal {
 func checkEvent(ev *nostr.Event, now time.Time, skew time.Duration, maxContent int) (channel string, r refusal) {
 	if len(ev.Content) > maxContent {
 		return "", refuse(PrefixInvalid, "content is %d bytes; the limit is %d", len(ev.Content), maxContent)
+	}
+	if len(ev.Tags) > maxTags {
+		return "", refuse(PrefixInvalid, "%d tags; the limit is %d", len(ev.Tags), maxTags)
+	}
+	tagBytes := 0
+	for _, t := range ev.Tags {
+		for _, v := range t {
+			tagBytes += len(v)
+		}
+	}
+	if tagBytes > maxTagBytes {
+		return "", refuse(PrefixInvalid, "the tags hold %d bytes; the limit is %d", tagBytes, maxTagBytes)
 	}
 	if d := now.Sub(ev.CreatedAt.Time()); d > skew || d < -skew {
 		return "", refuse(PrefixInvalid, "created_at is %s from the relay's clock; the window is ±%s", d.Round(time.Second), skew)

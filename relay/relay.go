@@ -73,6 +73,7 @@ type Relay struct {
 	closed     bool
 	channels   map[string]*Channel
 	identities map[string]*conn // authenticated pubkey -> its live connection
+	nconns     int              // websocket connections open
 	profiles   map[string]*nostr.Event
 
 	auditMu sync.Mutex
@@ -234,16 +235,29 @@ func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "relay closed", http.StatusServiceUnavailable)
 		return
 	}
+	if r.nconns >= maxConnections {
+		r.mu.Unlock()
+		http.Error(w, fmt.Sprintf("the relay holds %d connections, its limit", maxConnections), http.StatusServiceUnavailable)
+		return
+	}
+	r.nconns++
 	r.wg.Add(1) // the reader: this handler's goroutine, until readLoop ends
 	r.mu.Unlock()
-	defer r.wg.Done()
+	defer func() {
+		r.mu.Lock()
+		r.nconns--
+		r.mu.Unlock()
+		r.wg.Done()
+	}()
 
 	ws, err := websocket.Accept(w, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		r.Logger.Debug("websocket upgrade failed", "remote", req.RemoteAddr, "err", err)
 		return
 	}
-	ws.SetReadLimit(int64(r.MaxContentBytes)*4 + 64<<10)
+	// A content character may take 6 bytes escaped (\u0001), and the tags
+	// up to maxTagBytes: a valid event always fits in a frame.
+	ws.SetReadLimit(int64(r.MaxContentBytes)*6 + maxTagBytes*6 + 16<<10)
 	c := newConn(r, ws, req.RemoteAddr)
 	r.wg.Go(c.writeLoop)
 	c.readLoop()
@@ -300,6 +314,8 @@ type auditEntry struct {
 	Message string    `json:"message"`
 	ID      string    `json:"id,omitempty"`
 	Reason  string    `json:"reason"`
+	// Unverified: the pubkey is what an unauthenticated client claimed.
+	Unverified bool `json:"pubkey_unverified,omitempty"`
 }
 
 // audit records a refusal in the relay's audit log and in the audit log of

@@ -283,6 +283,7 @@ func (a *Agent) turn(ctx context.Context, trigger *nostr.Event) {
 	a.log.Info("turn start", "from", a.team.name(trigger.PubKey), "event", trigger.ID)
 	msgs := a.conversation(trigger)
 	rounds := 0
+	sent, nudged := false, false
 	defer func() {
 		a.log.Info("turn end", "rounds", rounds, "duration", time.Since(start).Round(time.Millisecond).String())
 	}()
@@ -311,9 +312,18 @@ func (a *Agent) turn(ctx context.Context, trigger *nostr.Event) {
 			if reply.Content != nil {
 				a.log.Info("final answer (not sent; only send_message reaches the channel)", "text", shorten(*reply.Content, 300))
 			}
-			return
+			// A turn that reached nobody, once: an answer in plain text is
+			// a common slip, and an orchestrator's would leave the trial
+			// waiting for its deadline.
+			if sent || nudged {
+				return
+			}
+			nudged = true
+			msgs = append(msgs, message{Role: "user", Content: text(nudgeText)})
+			continue
 		}
 		for _, tc := range reply.ToolCalls {
+			sent = sent || tc.Function.Name == "send_message"
 			t0 := time.Now()
 			res := a.runTool(ctx, tc.Function.Name, tc.Function.Arguments)
 			a.log.Info("tool call", "tool", tc.Function.Name, "args", shorten(tc.Function.Arguments, 300), "failed", res.failed, "duration", time.Since(t0).Round(time.Millisecond).String(), "result", shorten(res.content, 200))
@@ -323,6 +333,12 @@ func (a *Agent) turn(ctx context.Context, trigger *nostr.Event) {
 	}
 	a.log.Warn("turn stopped: the maximum number of rounds was reached", "max_rounds", a.cfg.MaxRounds)
 }
+
+// nudgeText follows a turn's plain answer when the turn sent nothing.
+const nudgeText = "Your answer was not sent: only the send_message tool reaches the channel. " +
+	"If it was meant for a teammate or the user, send it now with send_message. " +
+	"If the task is complete and you lead the team, send a message starting DONE: to user. " +
+	"If there is nothing to send, answer in plain text again."
 
 // toolResultsBudget bounds the tool results a turn resends with each call
 // (about 32k tokens): without it a long turn outgrows the model's context

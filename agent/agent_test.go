@@ -130,6 +130,19 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 	}
 }
 
+// An answer in plain text reaches nobody: the agent reminds the model once
+// per turn, so an orchestrator that answers DONE: in text still ends the
+// trial instead of leaving it to its deadline.
+func TestPlainAnswerIsRemindedOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{scenario: "plain"}, solo)
+	h.post("start", "solo-1")
+	h.waitDone(20 * time.Second) // the DONE: came through send_message
+	if n := len(h.logLines("solo-1", "final answer (not sent; only send_message reaches the channel)")); n < 1 {
+		t.Error("the plain answer was not logged")
+	}
+}
+
 func TestBudgetRefusalIsReportedThenIdle(t *testing.T) {
 	t.Parallel()
 	one := int64(1)

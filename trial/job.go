@@ -217,14 +217,17 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 	progress.Job(JobEvent{Time: time.Now(), Type: EventJobStarted, Dir: spec.Dir, Total: len(plan), Kept: kept})
 	j.write()
 
-	var g errgroup.Group
+	// A trial whose result cannot be written (a full disk) stops the
+	// launching of more: gctx ends, ctx does not, so the running trials
+	// finish and clean up normally.
+	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
 	g.SetLimit(spec.Concurrency)
 	for _, p := range todo {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || gctx.Err() != nil {
 			break
 		}
 		g.Go(func() error {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || gctx.Err() != nil {
 				return nil // never started: it stays pending for a rerun
 			}
 			return j.runTrial(ctx, p)
@@ -249,8 +252,9 @@ type job struct {
 	log      *slog.Logger
 	progress Progress
 
-	mu  sync.Mutex // guards res and the progress callbacks
-	res *JobResult
+	mu      sync.Mutex // guards res and the progress callbacks
+	res     *JobResult
+	writeMu sync.Mutex // orders the writes of result.json
 }
 
 // runTrial runs one planned trial, again while it ends unscored_infra and
@@ -293,6 +297,7 @@ func (j *job) runTrial(ctx context.Context, p planned) error {
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
+			j.count(p, res) // its last run stands, to be redone on resume
 			return nil
 		}
 	}
@@ -342,6 +347,10 @@ func (j *job) count(p planned, res *Result) {
 
 // write rewrites the job's result.json.
 func (j *job) write() {
+	// One writer at a time, each with a snapshot taken under its turn: the
+	// file never goes back to an older snapshot.
+	j.writeMu.Lock()
+	defer j.writeMu.Unlock()
 	j.mu.Lock()
 	j.res.UpdatedAt = time.Now()
 	data, err := json.Marshal(j.res) // a snapshot, taken under the lock

@@ -98,12 +98,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithDeadline(ctx, a.cfg.Deadline.Add(-stopMargin))
 	defer cancel()
 	a.log.Info("start", "deadline", a.cfg.Deadline.Format(time.RFC3339), "max_rounds", a.cfg.MaxRounds, "workdir", a.cfg.Workdir)
-	if err := a.connect(ctx); err != nil {
-		return err
+	// The first connection may fail on a relay that is not there yet, or
+	// one lost while it is made: it is retried for a while too.
+	first, cancelFirst := context.WithTimeout(ctx, firstConnectWindow)
+	err := a.connectRetrying(first)
+	cancelFirst()
+	if err != nil {
+		return fmt.Errorf("connect to the relay %s: %w", a.cfg.RelayURL, err)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { a.turns(ctx) })
-	err := a.follow(ctx)
+	err = a.follow(ctx)
 	cancel()
 	wg.Wait()
 	a.mu.Lock()
@@ -234,20 +239,38 @@ func (a *Agent) follow(ctx context.Context) error {
 		case <-done:
 		}
 		a.log.Warn("relay connection lost; reconnecting")
-		backoff := 500 * time.Millisecond
-		for {
-			if err := a.connect(ctx); err == nil {
-				break
-			} else if ctx.Err() != nil {
-				return ctx.Err()
-			} else {
-				a.log.Warn("reconnect failed", "err", err.Error(), "retry_in", backoff.String())
-			}
-			if err := sleepCtx(ctx, backoff); err != nil {
-				return err
-			}
-			backoff = min(backoff*2, 10*time.Second)
+		// A moment first: the relay releases this key's identity when it
+		// sees the old connection end, and an AUTH before that is refused
+		// and counted as an identity conflict in the trial's result.
+		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+			return err
 		}
+		if err := a.connectRetrying(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// firstConnectWindow is how long the first connection is retried.
+const firstConnectWindow = 30 * time.Second
+
+// connectRetrying connects, retrying with backoff until ctx ends; it
+// returns the last failure then.
+func (a *Agent) connectRetrying(ctx context.Context) error {
+	backoff := 500 * time.Millisecond
+	for {
+		err := a.connect(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		a.log.Warn("connect failed", "err", err.Error(), "retry_in", backoff.String())
+		if sleepCtx(ctx, backoff) != nil {
+			return err
+		}
+		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 

@@ -143,6 +143,33 @@ func TestPlainAnswerIsRemindedOnce(t *testing.T) {
 	}
 }
 
+// A relay connection lost mid-trial is made again, without an identity
+// conflict, and the agent still answers.
+func TestReconnectsAfterALostConnection(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{scenario: "plain", proxy: true}, solo)
+	deadline := time.Now().Add(15 * time.Second)
+	for len(h.logLines("solo-1", "connected")) < 1 { // ready, and knows it
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never logged its connection")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.proxy.cut()
+	for len(h.logLines("solo-1", "connected")) < 2 {
+		if time.Now().After(deadline) {
+			h.dump()
+			t.Fatal("the agent did not reconnect")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.post("start", "solo-1")
+	h.waitDone(20 * time.Second)
+	if n := h.ch.Stats().IdentityConflicts; n != 0 {
+		t.Errorf("%d identity conflicts on reconnecting", n)
+	}
+}
+
 func TestBudgetRefusalIsReportedThenIdle(t *testing.T) {
 	t.Parallel()
 	one := int64(1)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -152,6 +153,7 @@ type harness struct {
 	agents  map[string]*proc
 	trans   *syncBuffer
 	start   time.Time
+	proxy   *tcpProxy // between the agents and the relay, with opts.proxy
 }
 
 type harnessOptions struct {
@@ -163,6 +165,9 @@ type harnessOptions struct {
 	deadline time.Duration
 	model    string
 	system   string
+	// proxy puts a TCP proxy between the agents and the relay, whose
+	// connections h.proxy.cut drops.
+	proxy bool
 }
 
 // newHarness starts the relay, the gateway and one process per member, and
@@ -179,9 +184,19 @@ func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harne
 	}
 
 	h.relay = relay.New()
+	relayURL := ""
+	if opts.proxy {
+		h.proxy = startProxy(t)
+		relayURL = "ws://" + h.proxy.ln.Addr().String()
+		h.relay.AuthURLs = append(h.relay.AuthURLs, relayURL)
+	}
 	if err := h.relay.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if h.proxy != nil {
+		h.proxy.setTarget(strings.TrimPrefix(h.relay.URL(), "ws://"))
+	}
+	relayURL = cmpOr(relayURL, h.relay.URL())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -248,7 +263,7 @@ func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harne
 			token = h.trial.Token(m.id)
 		}
 		env := map[string]string{
-			EnvRelayURL:         h.relay.URL(),
+			EnvRelayURL:         relayURL,
 			EnvPrivateKeyFile:   h.file(secrets, "key", keys[m.id], 0o600),
 			EnvLLMTokenFile:     h.file(secrets, "token", token, 0o600),
 			EnvChannel:          channel,
@@ -480,4 +495,67 @@ func (h *harness) waitFile(name string, within time.Duration) {
 	}
 	h.dump()
 	h.t.Fatalf("%s never appeared in the working folder", name)
+}
+
+// tcpProxy forwards TCP connections to a target, and can drop them all: a
+// relay connection lost in the middle of a trial.
+type tcpProxy struct {
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	target string
+	conns  []net.Conn
+}
+
+func startProxy(t *testing.T) *tcpProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln}
+	p.wg.Go(p.accept)
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *tcpProxy) setTarget(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = addr
+}
+
+func (p *tcpProxy) accept() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		out, err := net.Dial("tcp", target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		p.wg.Go(func() { io.Copy(out, in); out.Close(); in.Close() })
+		p.wg.Go(func() { io.Copy(in, out); in.Close(); out.Close() })
+	}
+}
+
+// cut drops every connection made so far.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
 }

@@ -211,7 +211,7 @@ func (w *capWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if left := w.total - int64(len(w.head)+len(w.tail)); left > 0 {
-		return string(w.head) + fmt.Sprintf("\n… %d bytes left out …\n", left) + string(w.tail)
+		return headTail(string(w.head), string(w.tail), left)
 	}
 	return string(w.head) + string(w.tail)
 }
@@ -244,7 +244,7 @@ func readCapped(path string) (string, error) {
 	if _, err := f.ReadAt(tail, info.Size()-half); err != nil && !errors.Is(err, io.EOF) {
 		return "", err
 	}
-	return string(head) + fmt.Sprintf("\n… %d bytes left out …\n", info.Size()-2*half) + string(tail), nil
+	return headTail(string(head), string(tail), info.Size()-2*half), nil
 }
 
 // capText keeps the start and the end of a long text.
@@ -253,7 +253,13 @@ func capText(s string) string {
 		return s
 	}
 	half := outputCap / 2
-	return s[:half] + fmt.Sprintf("\n… %d bytes left out …\n", len(s)-outputCap) + s[len(s)-half:]
+	return headTail(s[:half], s[len(s)-half:], int64(len(s)-outputCap))
+}
+
+// headTail is how every capped text reads: its start, what was left out,
+// its end.
+func headTail(head, tail string, left int64) string {
+	return head + fmt.Sprintf("\n… %d bytes left out …\n", left) + tail
 }
 
 // resolveMentions turns teammate ids, roles or "user" into pubkeys. An

@@ -133,14 +133,25 @@ func walkFolders(dir string, visit func(dir string) (trial bool)) error {
 	return nil
 }
 
-// readTrial reads one result.json; nil when it is not a trial's (a job's).
-func readTrial(path string) (*Trial, error) {
-	// Only a regular file: a link could point anywhere, a FIFO would block.
-	if info, err := os.Lstat(path); err != nil || !info.Mode().IsRegular() {
-		return nil, nil
+// readRegular reads a regular file. There is none (nil data, no error) when
+// it is absent, a link (it could point anywhere) or a FIFO (it would block);
+// one over 16 MiB is no result or config troupe wrote, and an error.
+func readRegular(path string) ([]byte, os.FileInfo, error) {
+	info, err := os.Lstat(path)
+	if err != nil || !info.Mode().IsRegular() {
+		return nil, nil, nil
+	}
+	if info.Size() > 16<<20 {
+		return nil, nil, fmt.Errorf("%s is %d bytes: too big to be troupe's", path, info.Size())
 	}
 	data, err := os.ReadFile(path)
-	if err != nil {
+	return data, info, err
+}
+
+// readTrial reads one result.json; nil when it is not a trial's (a job's).
+func readTrial(path string) (*Trial, error) {
+	data, _, err := readRegular(path)
+	if data == nil || err != nil {
 		return nil, err
 	}
 	var t Trial

@@ -135,13 +135,8 @@ func (v *Viewer) scan() found {
 // readRunning reads a trial that has started and not finished: its
 // config.json, written first.
 func readRunning(dir string) *Trial {
-	path := filepath.Join(dir, "config.json")
-	info, err := os.Lstat(path)
-	if err != nil || !info.Mode().IsRegular() || info.Size() > 1<<20 {
-		return nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, info, err := readRegular(filepath.Join(dir, "config.json"))
+	if data == nil || err != nil {
 		return nil
 	}
 	var c struct {
@@ -240,12 +235,8 @@ func (v *Viewer) index(w http.ResponseWriter) {
 // jobRunning: a job whose result.json has no finished_at is running (or
 // was interrupted; either way it may change).
 func jobRunning(dir string) bool {
-	path := filepath.Join(dir, "result.json")
-	if info, err := os.Lstat(path); err != nil || !info.Mode().IsRegular() {
-		return false
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, _, err := readRegular(filepath.Join(dir, "result.json"))
+	if data == nil || err != nil {
 		return false
 	}
 	var res struct {

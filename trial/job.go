@@ -505,15 +505,16 @@ func checkLock(spec JobSpec, version string, multiplier float64) error {
 		}
 		return merged
 	}
-	trials := finishedTrialNames(spec.Dir)
-	if old.TimeoutMultiplier != 0 && old.TimeoutMultiplier != multiplier && len(trials) > 0 {
+	// Read only when something changed: it opens every trial's result.
+	trials := sync.OnceValue(func() []string { return finishedTrialNames(spec.Dir) })
+	if old.TimeoutMultiplier != 0 && old.TimeoutMultiplier != multiplier && len(trials()) > 0 {
 		changed = append(changed, fmt.Sprintf("--timeout-multiplier was %g when the job started, it is %g now", old.TimeoutMultiplier, multiplier))
 	}
 	lock.Conditions = compare("condition", old.Conditions, lock.Conditions, func(name string) bool {
-		return slices.ContainsFunc(trials, func(t string) bool { return strings.Contains(t, "__"+name+"__") })
+		return slices.ContainsFunc(trials(), func(t string) bool { return strings.Contains(t, "__"+name+"__") })
 	})
 	lock.Tasks = compare("task", old.Tasks, lock.Tasks, func(name string) bool {
-		return slices.ContainsFunc(trials, func(t string) bool { return strings.HasPrefix(t, name+"__") })
+		return slices.ContainsFunc(trials(), func(t string) bool { return strings.HasPrefix(t, name+"__") })
 	})
 	if len(changed) > 0 {
 		return fmt.Errorf("%s holds a job whose inputs changed; results would not be comparable. Use another --out, or restore the inputs:\n  %s", spec.Dir, strings.Join(changed, "\n  "))

@@ -73,7 +73,7 @@ func TestHelloTeamReachesDone(t *testing.T) {
 	// No secret reaches a log.
 	for id, p := range h.agents {
 		logs := p.logs.String()
-		if strings.Contains(logs, h.trial.Token(id)) {
+		if strings.Contains(logs, h.trial.Token(id).Reveal()) {
 			t.Errorf("%s logged its gateway token", id)
 		}
 	}

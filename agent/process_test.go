@@ -260,7 +260,7 @@ func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harne
 		secrets := h.dir("secrets-" + m.id)
 		token := opts.token
 		if h.trial != nil {
-			token = h.trial.Token(m.id)
+			token = h.trial.Token(m.id).Reveal()
 		}
 		env := map[string]string{
 			EnvRelayURL:         relayURL,

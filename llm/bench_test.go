@@ -53,7 +53,7 @@ func benchTargets(b *testing.B) map[string][2]string {
 	}
 	return map[string][2]string{
 		"baseline": {up.URL + "/v1/chat/completions", "sk-bench"},
-		"gateway":  {g.URL() + "/v1/chat/completions", trial.Token("a-1")},
+		"gateway":  {g.URL() + "/v1/chat/completions", trial.Token("a-1").Reveal()},
 	}
 }
 

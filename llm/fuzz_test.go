@@ -63,7 +63,7 @@ func FuzzGatewayRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	token := trial.Token("a-1")
+	token := trial.Token("a-1").Reveal()
 	f.Fuzz(func(t *testing.T, body []byte, anthropicRoute bool) {
 		path := "/v1/chat/completions"
 		if anthropicRoute {

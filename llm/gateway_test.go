@@ -249,12 +249,12 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 }
 
 func (f *fixture) openai(agent string) *openai.Client {
-	c := openai.NewClient(option.WithBaseURL(f.g.URL()+"/v1/"), option.WithAPIKey(f.trial.Token(agent)), option.WithMaxRetries(0))
+	c := openai.NewClient(option.WithBaseURL(f.g.URL()+"/v1/"), option.WithAPIKey(f.trial.Token(agent).Reveal()), option.WithMaxRetries(0))
 	return &c
 }
 
 func (f *fixture) anthropic(agent string) *anthropic.Client {
-	c := anthropic.NewClient(aoption.WithBaseURL(f.g.URL()+"/"), aoption.WithAPIKey(f.trial.Token(agent)), aoption.WithMaxRetries(0))
+	c := anthropic.NewClient(aoption.WithBaseURL(f.g.URL()+"/"), aoption.WithAPIKey(f.trial.Token(agent).Reveal()), aoption.WithMaxRetries(0))
 	return &c
 }
 
@@ -389,7 +389,7 @@ func TestUnknownAndRevokedTokens(t *testing.T) {
 		t.Errorf("unknown token (Anthropic): %v", err)
 	}
 	// A token of an OpenAI endpoint used on the Anthropic route is refused.
-	cross := anthropic.NewClient(aoption.WithBaseURL(f.g.URL()+"/"), aoption.WithAPIKey(f.trial.Token("a-1")), aoption.WithMaxRetries(0))
+	cross := anthropic.NewClient(aoption.WithBaseURL(f.g.URL()+"/"), aoption.WithAPIKey(f.trial.Token("a-1").Reveal()), aoption.WithMaxRetries(0))
 	if _, err = cross.Messages.New(t.Context(), messageParams); !errors.As(err, &aerr) || aerr.StatusCode != 400 || !strings.Contains(aerr.RawJSON(), "call /v1/chat/completions") {
 		t.Errorf("wrong API: %v", err)
 	}
@@ -464,7 +464,7 @@ func TestTrialCostCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range []string{"a-1", "b-1"} {
-		c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token(a)), option.WithMaxRetries(0))
+		c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token(a).Reveal()), option.WithMaxRetries(0))
 		if _, err := c.Chat.Completions.New(t.Context(), chatParams); err != nil {
 			t.Fatal(err)
 		}
@@ -476,7 +476,7 @@ func TestTrialCostCap(t *testing.T) {
 		t.Fatalf("exhaustion %+v reported before a call was refused", e)
 	default:
 	}
-	c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token("a-1")), option.WithMaxRetries(0))
+	c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token("a-1").Reveal()), option.WithMaxRetries(0))
 	_, err = c.Chat.Completions.New(t.Context(), chatParams)
 	var oerr *openai.Error
 	if !errors.As(err, &oerr) || oerr.StatusCode != 429 || !strings.Contains(oerr.Message, "the trial's max_cost_usd") {
@@ -755,7 +755,7 @@ func TestStreamEventsAreFlushedOneByOne(t *testing.T) {
 	defer g.Close(context.Background())
 	trial, _ := g.OpenTrial(TrialSpec{ID: "t", Agents: []AgentSpec{{ID: "a-1", Endpoint: "oa"}}, Prices: map[string]manifest.Price{"oa": {}}})
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", g.URL()+"/v1/chat/completions", strings.NewReader(`{"model":"x","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Authorization", "Bearer "+trial.Token("a-1"))
+	req.Header.Set("Authorization", "Bearer "+trial.Token("a-1").Reveal())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func TestCompressedAnswersAreMetered(t *testing.T) {
 		zw.Write(plain.body.Bytes())
 		zw.Close()
 	})
-	c := openai.NewClient(option.WithBaseURL(f.g.URL()+"/v1/"), option.WithAPIKey(f.trial.Token("a-1")), option.WithMaxRetries(0), option.WithHeader("Accept-Encoding", "gzip"))
+	c := openai.NewClient(option.WithBaseURL(f.g.URL()+"/v1/"), option.WithAPIKey(f.trial.Token("a-1").Reveal()), option.WithMaxRetries(0), option.WithHeader("Accept-Encoding", "gzip"))
 	resp, err := c.Chat.Completions.New(t.Context(), chatParams)
 	if err != nil || resp.Choices[0].Message.Content != "hi" {
 		t.Fatalf("%v %+v", err, resp)
@@ -128,7 +128,7 @@ func TestNullStreamOptions(t *testing.T) {
 	})
 	for _, body := range []string{`{"stream":true,"stream_options":null,"messages":[]}`, `{"stream":true,"stream_options":"x","messages":[]}`, `[1]`} {
 		req, _ := http.NewRequest(http.MethodPost, f.g.URL()+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+f.trial.Token("a-1"))
+		req.Header.Set("Authorization", "Bearer "+f.trial.Token("a-1").Reveal())
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", body, err)
@@ -160,7 +160,7 @@ func TestUnreachableUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token("a-1")), option.WithMaxRetries(0))
+	c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token("a-1").Reveal()), option.WithMaxRetries(0))
 	_, err = c.Chat.Completions.New(t.Context(), chatParams)
 	var oerr *openai.Error
 	if !errors.As(err, &oerr) || oerr.StatusCode != 502 {
@@ -194,7 +194,7 @@ func TestHangingUpBeforeTheUsageIsStillMetered(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.g.URL()+"/v1/chat/completions", strings.NewReader(`{"stream":true,"messages":[]}`))
-	req.Header.Set("Authorization", "Bearer "+f.trial.Token("a-1"))
+	req.Header.Set("Authorization", "Bearer "+f.trial.Token("a-1").Reveal())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func TestStreamWithoutDoneAndBillingHeaders(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n")
 	})
-	c := openai.NewClient(option.WithBaseURL(f.g.URL()+"/v1/"), option.WithAPIKey(f.trial.Token("a-1")), option.WithMaxRetries(0),
+	c := openai.NewClient(option.WithBaseURL(f.g.URL()+"/v1/"), option.WithAPIKey(f.trial.Token("a-1").Reveal()), option.WithMaxRetries(0),
 		option.WithOrganization("org-other"), option.WithProject("proj-other"))
 	s := c.Chat.Completions.NewStreaming(t.Context(), chatParams)
 	for s.Next() {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupebench/troupe/internal/secret"
 	"io"
 	"strings"
 	"sync"
@@ -74,8 +75,8 @@ type Trial struct {
 	spec TrialSpec
 
 	mu        sync.Mutex
-	agents    map[string]*agentState // by agent id
-	tokens    map[string]string      // agent id -> token
+	agents    map[string]*agentState   // by agent id
+	tokens    map[string]secret.Secret // agent id -> token
 	total     Totals
 	exhausted *Exhaustion
 	reported  bool // the trial's exhaustion has been reported
@@ -102,7 +103,7 @@ type agentState struct {
 // OpenTrial mints a token for each agent. Every endpoint must be configured
 // (or be mock/<scenario>) and priced, and every mock scenario must load.
 func (g *Gateway) OpenTrial(spec TrialSpec) (*Trial, error) {
-	t := &Trial{g: g, spec: spec, agents: map[string]*agentState{}, tokens: map[string]string{}, events: make(chan Exhaustion, len(spec.Agents)+1)}
+	t := &Trial{g: g, spec: spec, agents: map[string]*agentState{}, tokens: map[string]secret.Secret{}, events: make(chan Exhaustion, len(spec.Agents)+1)}
 	var errs []error
 	scenarios := map[string]*Scenario{}
 	for _, a := range spec.Agents {
@@ -143,20 +144,20 @@ func (g *Gateway) OpenTrial(spec TrialSpec) (*Trial, error) {
 	for id, st := range t.agents {
 		token := newToken()
 		t.tokens[id] = token
-		g.grants[token] = st
+		g.grants[token.Reveal()] = st
 	}
 	return t, nil
 }
 
-func newToken() string {
+func newToken() secret.Secret {
 	b := make([]byte, 24)
 	rand.Read(b)
-	return "tg-" + hex.EncodeToString(b)
+	return secret.New("tg-" + hex.EncodeToString(b))
 }
 
 // Token is the agent's gateway token: the only credential its container
 // gets for model calls.
-func (t *Trial) Token(agent string) string {
+func (t *Trial) Token(agent string) secret.Secret {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.tokens[agent]
@@ -183,7 +184,7 @@ func (t *Trial) Usage() (perAgent map[string]Totals, total Totals) {
 func (t *Trial) Close(ctx context.Context) error {
 	t.g.mu.Lock()
 	for _, token := range t.tokens {
-		delete(t.g.grants, token)
+		delete(t.g.grants, token.Reveal())
 	}
 	t.g.mu.Unlock()
 	t.mu.Lock()

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/trial/outcome"
+
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/runtime"
 	"golang.org/x/sync/errgroup"
@@ -50,7 +52,7 @@ func BenchmarkTrialOverhead(b *testing.B) {
 			i++
 			start := time.Now()
 			res, err := Run(b.Context(), env, Spec{Name: fmt.Sprintf("bench__%d", i), Dir: filepath.Join(b.TempDir(), "t"), Team: tm, ManifestPath: "solo.yaml", Task: tk, Attempt: 1}, nil)
-			if err != nil || res.Outcome != Passed {
+			if err != nil || res.Outcome != outcome.Passed {
 				b.Fatalf("trial: %v %+v", err, res)
 			}
 			work := res.AgentExecution.FinishedAt.Sub(*res.AgentExecution.StartedAt) + res.Verifier.FinishedAt.Sub(*res.Verifier.StartedAt)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"time"
 	"unicode"
+
+	"github.com/troupebench/troupe/trial/outcome"
 
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
@@ -87,16 +90,17 @@ type lockedInput struct {
 }
 
 // ConditionStats counts one condition's trials in the job's result.json.
+// Scored and pass rate are outcome's: the same as troupe compare's.
 type ConditionStats struct {
-	ManifestHash  string  `json:"manifest_sha256"`
-	Trials        int     `json:"n_trials"`
-	Passed        int     `json:"n_passed"`
-	Failed        int     `json:"n_failed"`
-	UnscoredInfra int     `json:"n_unscored_infra"`
-	VerifierError int     `json:"n_verifier_error"`
-	Cancelled     int     `json:"n_cancelled"`
-	PassRate      float64 `json:"pass_rate"`
-	CostUSD       float64 `json:"cost_usd"`
+	ManifestHash string `json:"manifest_sha256"`
+	Trials       int    `json:"n_trials"`
+	outcome.Tally
+	Scored int `json:"n_scored"`
+	// PassRate is passed over scored; null while nothing is scored.
+	PassRate *float64 `json:"pass_rate"`
+	// CostUSD is what every trial of the condition spent, infra failures
+	// included.
+	CostUSD float64 `json:"cost_usd"`
 }
 
 // JobStats are the job's running totals.
@@ -123,7 +127,7 @@ type JobResult struct {
 	Stats      JobStats                   `json:"stats"`
 	Conditions map[string]*ConditionStats `json:"conditions"`
 	// Trials maps each trial folder to its outcome.
-	Trials map[string]Outcome `json:"trials"`
+	Trials map[string]outcome.Outcome `json:"trials"`
 }
 
 // planned is one trial of the job.
@@ -180,7 +184,7 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 	log := slog.New(slog.NewTextHandler(logFile, nil))
 
 	j := &job{env: env, spec: spec, log: log, progress: progress}
-	j.res = &JobResult{ID: env.JobID, StartedAt: time.Now(), Total: len(plan), Conditions: map[string]*ConditionStats{}, Trials: map[string]Outcome{}}
+	j.res = &JobResult{ID: env.JobID, StartedAt: time.Now(), Total: len(plan), Conditions: map[string]*ConditionStats{}, Trials: map[string]outcome.Outcome{}}
 	for _, c := range spec.Conditions {
 		j.res.Conditions[c.Team.Manifest.Condition] = &ConditionStats{ManifestHash: c.Team.Manifest.Hash()}
 	}
@@ -281,7 +285,7 @@ func (j *job) runTrial(ctx context.Context, p planned) error {
 		if err != nil {
 			return err // the result could not be written: the disk is the problem
 		}
-		if res.Outcome != UnscoredInfra || try >= j.spec.Retries || ctx.Err() != nil {
+		if res.Outcome != outcome.UnscoredInfra || try >= j.spec.Retries || ctx.Err() != nil {
 			j.count(p, res)
 			return nil
 		}
@@ -317,25 +321,20 @@ func (j *job) count(p planned, res *Result) {
 	s := &j.res.Stats
 	c := j.res.Conditions[p.cond.Team.Manifest.Condition]
 	c.Trials++
-	switch res.Outcome {
-	case Passed:
-		c.Passed++
-		s.Completed++
-	case Failed:
-		c.Failed++
-		s.Completed++
-	case VerifierError:
-		c.VerifierError++
-		s.Errored++
-	case UnscoredInfra:
-		c.UnscoredInfra++
-		s.Errored++
-	case OutcomeCancel:
-		c.Cancelled++
-		s.Cancelled++
+	c.Add(res.Outcome)
+	c.Scored = c.Tally.Scored()
+	if rate := c.Tally.PassRate(); !math.IsNaN(rate) {
+		c.PassRate = &rate
 	}
-	if scored := c.Passed + c.Failed; scored > 0 {
-		c.PassRate = float64(c.Passed) / float64(scored)
+	// Harbor's counts: completed trials have a verdict of the verifier;
+	// errored ones have an exception (verifier_error among them).
+	switch res.Outcome {
+	case outcome.Passed, outcome.Failed:
+		s.Completed++
+	case outcome.Cancelled:
+		s.Cancelled++
+	default:
+		s.Errored++
 	}
 	c.CostUSD += res.AgentResult.CostUSD
 	s.InputTokens += res.AgentResult.NInputTokens

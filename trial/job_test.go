@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/trial/outcome"
+
 	"github.com/troupebench/troupe/runtime"
 )
 
@@ -27,7 +29,7 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var jobEvents []JobEvent
-	finished := map[string]Outcome{}
+	finished := map[string]outcome.Outcome{}
 	progress := Progress{
 		Trial: func(e Event) {
 			if e.Type == EventFinished {
@@ -42,21 +44,21 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]Outcome{
-		"hello-world__hello-solo-mock__1":       Passed,
-		"hello-world__test-wrong__1":            Failed,
-		"broken-dockerfile__hello-solo-mock__1": UnscoredInfra,
-		"broken-dockerfile__test-wrong__1":      UnscoredInfra,
+	want := map[string]outcome.Outcome{
+		"hello-world__hello-solo-mock__1":       outcome.Passed,
+		"hello-world__test-wrong__1":            outcome.Failed,
+		"broken-dockerfile__hello-solo-mock__1": outcome.UnscoredInfra,
+		"broken-dockerfile__test-wrong__1":      outcome.UnscoredInfra,
 	}
-	for name, outcome := range want {
-		if res.Trials[name] != outcome {
-			t.Errorf("%s: %s, want %s", name, res.Trials[name], outcome)
+	for name, o := range want {
+		if res.Trials[name] != o {
+			t.Errorf("%s: %s, want %s", name, res.Trials[name], o)
 		}
 	}
 	if res.Total != 4 || res.Stats.Retries != 2 || res.Stats.Completed != 2 || res.Stats.Errored != 2 || res.FinishedAt == nil {
 		t.Errorf("job result %+v", res)
 	}
-	if c := res.Conditions["test-wrong"]; c.Passed != 0 || c.Failed != 1 || c.UnscoredInfra != 1 || c.PassRate != 0 {
+	if c := res.Conditions["test-wrong"]; c.Passed != 0 || c.Failed != 1 || c.UnscoredInfra != 1 || c.PassRate == nil || *c.PassRate != 0 || c.Scored != 1 {
 		t.Errorf("condition stats %+v", c)
 	}
 	// Each infrastructure failure was kept aside before its retry.
@@ -84,7 +86,7 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 
 	// Resume: scored trials are kept as they are; the unscored are redone.
 	before, _ := ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
-	finished = map[string]Outcome{}
+	finished = map[string]outcome.Outcome{}
 	jobEvents = nil
 	spec.Retries = 0
 	res2, err := RunJob(t.Context(), env, spec, progress)
@@ -95,10 +97,10 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 	if before.ID != after.ID || !before.FinishedAt.Equal(after.FinishedAt) {
 		t.Errorf("a finished trial was run again: %s then %s", before.ID, after.ID)
 	}
-	if len(finished) != 2 || finished["broken-dockerfile__test-wrong__1"] != UnscoredInfra || jobEvents[0].Kept != 2 {
+	if len(finished) != 2 || finished["broken-dockerfile__test-wrong__1"] != outcome.UnscoredInfra || jobEvents[0].Kept != 2 {
 		t.Errorf("rerun ran %v, kept %d", finished, jobEvents[0].Kept)
 	}
-	if res2.Stats.Completed != 2 || res2.Trials["hello-world__test-wrong__1"] != Failed {
+	if res2.Stats.Completed != 2 || res2.Trials["hello-world__test-wrong__1"] != outcome.Failed {
 		t.Errorf("resumed job result %+v", res2)
 	}
 }
@@ -225,7 +227,7 @@ func TestJobCancel(t *testing.T) {
 	var mu sync.Mutex
 	done := 0
 	progress := Progress{Trial: func(e Event) {
-		if e.Type == EventFinished && e.Outcome == Passed {
+		if e.Type == EventFinished && e.Outcome == outcome.Passed {
 			mu.Lock()
 			done++
 			if done == 2 {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/troupebench/troupe/trial/outcome"
+
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/runtime/inside"
 )
@@ -22,19 +24,6 @@ const (
 	AgentsExited    Reason = "agents_exited"
 	Cancelled       Reason = "cancelled"
 	InfraError      Reason = "infra_error"
-)
-
-// Outcome is what a trial counts as. unscored_infra is the harness's
-// failure: it never counts against a roster, and it is retried.
-type Outcome string
-
-// The outcomes.
-const (
-	Passed        Outcome = "passed"
-	Failed        Outcome = "failed"
-	UnscoredInfra Outcome = "unscored_infra"
-	VerifierError Outcome = "verifier_error"
-	OutcomeCancel Outcome = "cancelled"
 )
 
 // Timing is one phase's span, as Harbor records it.
@@ -118,7 +107,7 @@ type Result struct {
 	Teardown         Timing `json:"teardown"`
 
 	CompletionReason Reason          `json:"completion_reason"`
-	Outcome          Outcome         `json:"outcome"`
+	Outcome          outcome.Outcome `json:"outcome"`
 	Reward           *float64        `json:"reward"`
 	VerifierResult   *VerifierResult `json:"verifier_result"`
 	AgentResult      AgentResult     `json:"agent_result"`
@@ -143,7 +132,7 @@ type Result struct {
 // verifier errors are kept; infrastructure failures and cancelled trials are
 // redone.
 func (r *Result) Finished() bool {
-	return r.Outcome == Passed || r.Outcome == Failed || r.Outcome == VerifierError
+	return r.Outcome == outcome.Passed || r.Outcome == outcome.Failed || r.Outcome == outcome.VerifierError
 }
 
 // writeJSON writes v to path atomically: a temporary file in the same

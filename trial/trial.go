@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupebench/troupe/trial/outcome"
+
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
@@ -96,15 +98,15 @@ type Spec struct {
 
 // Event is a step of a trial, for progress displays and --json.
 type Event struct {
-	Time    time.Time `json:"time"`
-	Type    string    `json:"type"` // trial_started, phase, trial_finished
-	Trial   string    `json:"trial"`
-	Phase   string    `json:"phase,omitempty"`
-	Outcome Outcome   `json:"outcome,omitempty"`
-	Reason  Reason    `json:"completion_reason,omitempty"`
-	Reward  *float64  `json:"reward,omitempty"`
-	CostUSD float64   `json:"cost_usd"`
-	Error   string    `json:"error,omitempty"`
+	Time    time.Time       `json:"time"`
+	Type    string          `json:"type"` // trial_started, phase, trial_finished
+	Trial   string          `json:"trial"`
+	Phase   string          `json:"phase,omitempty"`
+	Outcome outcome.Outcome `json:"outcome,omitempty"`
+	Reason  Reason          `json:"completion_reason,omitempty"`
+	Reward  *float64        `json:"reward,omitempty"`
+	CostUSD float64         `json:"cost_usd"`
+	Error   string          `json:"error,omitempty"`
 }
 
 // Event types.
@@ -508,7 +510,7 @@ func (r *run) containerFiles() []runtime.File {
 		files = append(files,
 			runtime.File{Path: dir, Mode: fs.ModeDir | 0o500, UID: ar.uid, GID: ar.uid},
 			runtime.File{Path: path.Join(dir, "key"), Data: []byte(ar.sk + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: path.Join(dir, "token"), Data: []byte(r.gw.Token(ar.ID) + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, "token"), Data: []byte(r.gw.Token(ar.ID).Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
 			runtime.File{Path: path.Join(dir, "system-prompt.md"), Data: ar.prompt, Mode: 0o400, UID: ar.uid, GID: ar.uid},
 			runtime.File{Path: path.Join(homesDir, ar.ID), Mode: fs.ModeDir | 0o700, UID: ar.uid, GID: ar.uid},
 		)
@@ -727,17 +729,17 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	r.closeServices(cctx)
 	r.log.Info("services closed")
 
-	outcome := OutcomeCancel
+	result := outcome.Cancelled
 	switch {
 	case reason == Cancelled || ctx.Err() != nil:
-		reason, outcome = Cancelled, OutcomeCancel
+		reason, result = Cancelled, outcome.Cancelled
 		if r.err == nil {
 			r.fail("Cancelled", errors.New("the job was interrupted"))
 		}
 	case reason == InfraError:
-		outcome = UnscoredInfra
+		result = outcome.UnscoredInfra
 	default:
-		outcome = r.verify(ctx)
+		result = r.verify(ctx)
 	}
 	if r.container != "" {
 		r.phase("teardown", &r.res.Teardown)
@@ -752,7 +754,7 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 		// never came back: find it by the trial's label.
 		r.removeByLabel(cctx)
 	}
-	r.res.CompletionReason, r.res.Outcome = reason, outcome
+	r.res.CompletionReason, r.res.Outcome = reason, result
 	r.res.FinishedAt = time.Now()
 	if r.err != nil {
 		r.res.ExceptionInfo = &ExceptionInfo{ExceptionType: r.errType, ExceptionMessage: r.err.Error(), OccurredAt: time.Now()}

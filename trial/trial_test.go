@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/trial/outcome"
+
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -104,7 +106,7 @@ func TestSoloAndTeamPassHelloWorld(t *testing.T) {
 	env := testEnv(t)
 	for _, m := range []string{"../examples/manifests/solo.yaml", "../examples/manifests/team.yaml", "../examples/manifests/peer.yaml"} {
 		res, dir := runTrial(t, env, m, helloWorld)
-		if res.Outcome != Passed || res.CompletionReason != DeclaredDone || res.Reward == nil || *res.Reward != 1 {
+		if res.Outcome != outcome.Passed || res.CompletionReason != DeclaredDone || res.Reward == nil || *res.Reward != 1 {
 			t.Fatalf("%s: %s / %s", m, res.Outcome, res.CompletionReason)
 		}
 		if res.ExceptionInfo != nil || len(res.CleanupErrors) != 0 || res.Sweep == nil || len(res.Sweep.Survivors) != 0 {
@@ -198,40 +200,40 @@ func TestCompletionReasonsAndOutcomes(t *testing.T) {
 	for _, c := range []struct {
 		manifest, task string
 		reason         Reason
-		outcome        Outcome
+		want           outcome.Outcome
 		errType, msg   string
 		check          func(t *testing.T, res *Result, dir string)
 	}{
-		{manifest: "never-done", task: helloWorld, reason: Deadline, outcome: Failed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "never-done", task: helloWorld, reason: Deadline, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
 			if took := res.AgentExecution.FinishedAt.Sub(*res.AgentSetup.StartedAt); took < 3500*time.Millisecond || took > 9*time.Second { // agents stop 2s early
 				t.Errorf("the 6s deadline ended the agents' work after %s", took)
 			}
 		}},
-		{manifest: "budget", task: helloWorld, reason: BudgetExhausted, outcome: Failed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "budget", task: helloWorld, reason: BudgetExhausted, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
 			if res.Agents[0].BudgetExhausted != "max_calls" || res.Agents[0].Usage.Calls != 1 {
 				t.Errorf("agent record %+v", res.Agents[0])
 			}
 		}},
-		{manifest: "crash", task: helloWorld, reason: AgentsExited, outcome: Failed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "crash", task: helloWorld, reason: AgentsExited, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
 			for _, a := range res.Agents {
 				if a.ExitCode == nil || *a.ExitCode == 0 {
 					t.Errorf("agent %s exit code %v; killed agents exit non-zero", a.ID, a.ExitCode)
 				}
 			}
 		}},
-		{manifest: "worker-done", task: helloWorld, reason: DeclaredDone, outcome: Passed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "worker-done", task: helloWorld, reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *Result, dir string) {
 			if res.Relay.IgnoredDone != 1 || res.Done == nil || res.Done.Content != "DONE: the worker wrote /app/hello.txt." {
 				t.Errorf("relay %+v, done %+v", res.Relay, res.Done)
 			}
 		}},
-		{manifest: "wrong", task: helloWorld, reason: DeclaredDone, outcome: Failed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "wrong", task: helloWorld, reason: DeclaredDone, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
 			if res.Reward == nil || *res.Reward != 0 || res.ExceptionInfo != nil {
 				t.Errorf("reward %v, exception %v", res.Reward, res.ExceptionInfo)
 			}
 		}},
-		{manifest: "solo-example", task: "testdata/tasks/broken-dockerfile", reason: InfraError, outcome: UnscoredInfra, errType: "ImageBuildError", msg: "troupe-test-build-step"},
-		{manifest: "solo-example", task: "testdata/tasks/verifier-hangs", reason: DeclaredDone, outcome: VerifierError, errType: "VerifierTimeout", msg: "did not finish within 2s"},
-		{manifest: "solo-example", task: "testdata/tasks/verifier-overwrites", reason: DeclaredDone, outcome: Passed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "solo-example", task: "testdata/tasks/broken-dockerfile", reason: InfraError, want: outcome.UnscoredInfra, errType: "ImageBuildError", msg: "troupe-test-build-step"},
+		{manifest: "solo-example", task: "testdata/tasks/verifier-hangs", reason: DeclaredDone, want: outcome.VerifierError, errType: "VerifierTimeout", msg: "did not finish within 2s"},
+		{manifest: "solo-example", task: "testdata/tasks/verifier-overwrites", reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *Result, dir string) {
 			for _, f := range []string{"relay/transcript.jsonl", "relay/members.json", "trial.log", "config.json", "verifier/test-stdout.txt"} {
 				if data, _ := os.ReadFile(filepath.Join(dir, f)); strings.Contains(string(data), "FORGED") {
 					t.Errorf("the verifier wrote over %s", f)
@@ -241,7 +243,7 @@ func TestCompletionReasonsAndOutcomes(t *testing.T) {
 				t.Error("trial.log does not say which files of /logs were not copied")
 			}
 		}},
-		{manifest: "root", task: helloWorld, reason: DeclaredDone, outcome: Passed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "root", task: helloWorld, reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *Result, dir string) {
 			if res.AgentUser != "root" || res.IdentitiesIsolated || res.Agents[0].UID != 0 {
 				t.Errorf("agent_user %s, isolated %v, uid %d", res.AgentUser, res.IdentitiesIsolated, res.Agents[0].UID)
 			}
@@ -253,8 +255,8 @@ func TestCompletionReasonsAndOutcomes(t *testing.T) {
 				path = "../examples/manifests/solo.yaml"
 			}
 			res, dir := runTrial(t, env, path, c.task)
-			if res.CompletionReason != c.reason || res.Outcome != c.outcome {
-				t.Fatalf("%s / %s, want %s / %s; exception %+v", res.CompletionReason, res.Outcome, c.reason, c.outcome, res.ExceptionInfo)
+			if res.CompletionReason != c.reason || res.Outcome != c.want {
+				t.Fatalf("%s / %s, want %s / %s; exception %+v", res.CompletionReason, res.Outcome, c.reason, c.want, res.ExceptionInfo)
 			}
 			if c.errType != "" && (res.ExceptionInfo == nil || res.ExceptionInfo.ExceptionType != c.errType || !strings.Contains(res.ExceptionInfo.ExceptionMessage, c.msg)) {
 				t.Errorf("exception %+v, want %s mentioning %q", res.ExceptionInfo, c.errType, c.msg)

@@ -13,20 +13,22 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troupebench/troupe/trial/outcome"
+
 	"github.com/troupebench/troupe/runtime"
 )
 
 // verify runs the task's tests/test.sh in the trial's container (step 9)
 // and reads the reward it wrote.
-func (r *run) verify(ctx context.Context) Outcome {
+func (r *run) verify(ctx context.Context) outcome.Outcome {
 	r.phase("verifier", &r.res.Verifier)
 	defer endPhase(&r.res.Verifier)
-	broken := func(kind string, err error) Outcome {
+	broken := func(kind string, err error) outcome.Outcome {
 		if ctx.Err() != nil {
-			return OutcomeCancel
+			return outcome.Cancelled
 		}
 		r.fail(kind, err)
-		return VerifierError
+		return outcome.VerifierError
 	}
 	files, err := treeFiles(r.spec.Task.TestsDir, testsDir)
 	if err != nil {
@@ -67,7 +69,7 @@ func (r *run) verify(ctx context.Context) Outcome {
 	cancel()
 	p.Close()
 	if ctx.Err() != nil {
-		return OutcomeCancel
+		return outcome.Cancelled
 	}
 	// /logs holds verifier/ and artifacts/: one copy brings both to the
 	// trial folder, whatever the verifier did.
@@ -89,9 +91,9 @@ func (r *run) verify(ctx context.Context) Outcome {
 	reward := mainReward(rewards)
 	r.res.Reward = &reward
 	if reward >= 1 {
-		return Passed
+		return outcome.Passed
 	}
-	return Failed
+	return outcome.Failed
 }
 
 // copyLogs copies the container's /logs into the trial folder.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupebench/troupe/trial/outcome"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,8 +128,8 @@ func TestRunInterruptAndResume(t *testing.T) {
 	var first trial.JobResult
 	readJSON(t, filepath.Join(out, "result.json"), &first)
 	kept := map[string]string{}
-	for name, outcome := range first.Trials {
-		if outcome == trial.Passed {
+	for name, o := range first.Trials {
+		if o == outcome.Passed {
 			var r trial.Result
 			readJSON(t, filepath.Join(out, name, "result.json"), &r)
 			kept[name] = r.ID

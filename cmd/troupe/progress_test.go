@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupebench/troupe/trial/outcome"
+
 	"github.com/troupebench/troupe/trial"
 )
 
@@ -16,10 +18,10 @@ func TestProgressCountsARetriedTrialOnce(t *testing.T) {
 	p.terminal = true
 	p.job(trial.JobEvent{Type: trial.EventJobStarted, Dir: "jobs/x", Total: 1})
 	p.trial(trial.Event{Type: trial.EventStarted, Trial: "a"})
-	p.trial(trial.Event{Type: trial.EventFinished, Trial: "a", Outcome: trial.UnscoredInfra})
+	p.trial(trial.Event{Type: trial.EventFinished, Trial: "a", Outcome: outcome.UnscoredInfra})
 	p.job(trial.JobEvent{Type: trial.EventRetry, Trial: "a", Attempt: 1})
 	p.trial(trial.Event{Type: trial.EventStarted, Trial: "a"})
-	p.trial(trial.Event{Type: trial.EventFinished, Trial: "a", Outcome: trial.Passed})
+	p.trial(trial.Event{Type: trial.EventFinished, Trial: "a", Outcome: outcome.Passed})
 	last := out.String()[strings.LastIndex(out.String(), "\r\033[K"):]
 	if !strings.Contains(last, "[########################] 1/1 done · 0 running · 0 not passed") {
 		t.Errorf("last progress line %q", last)

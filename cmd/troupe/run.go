@@ -19,6 +19,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/troupebench/troupe/trial/outcome"
+
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/examples"
 	"github.com/troupebench/troupe/llm"
@@ -302,13 +304,13 @@ type progress struct {
 	kept     int
 	running  map[string]bool
 	// outcomes is each trial's last outcome: a retried trial counts once.
-	outcomes map[string]trial.Outcome
+	outcomes map[string]outcome.Outcome
 	cost     float64
 	drawn    bool
 }
 
 func newProgress(a *app, asJSON bool) *progress {
-	p := &progress{a: a, running: map[string]bool{}, outcomes: map[string]trial.Outcome{}}
+	p := &progress{a: a, running: map[string]bool{}, outcomes: map[string]outcome.Outcome{}}
 	if asJSON {
 		p.json = json.NewEncoder(a.stdout)
 	} else if f, ok := a.stderr.(*os.File); ok {
@@ -374,10 +376,10 @@ func (p *progress) draw() {
 	}
 	done, failed := p.kept, 0
 	for _, o := range p.outcomes {
-		if o != trial.OutcomeCancel {
+		if o != outcome.Cancelled {
 			done++
 		}
-		if o != trial.Passed {
+		if o != outcome.Passed {
 			failed++
 		}
 	}
@@ -412,11 +414,11 @@ func printSummary(out io.Writer, dir string, res *trial.JobResult) {
 	for _, name := range slices.Sorted(maps.Keys(res.Conditions)) {
 		c := res.Conditions[name]
 		rate := "-"
-		if c.Passed+c.Failed > 0 {
-			rate = fmt.Sprintf("%.0f%%", 100*c.PassRate)
+		if c.PassRate != nil {
+			rate = fmt.Sprintf("%.0f%% of %d", 100**c.PassRate, c.Scored)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.4f\n", name, c.Trials, c.Passed, c.Failed, c.UnscoredInfra, c.VerifierError, c.Cancelled, rate, c.CostUSD)
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "results: %s\n", dir)
+	fmt.Fprintf(out, "pass rate: %s\nresults: %s (troupe compare %s gives intervals and costs)\n", outcome.Policy, dir, dir)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupebench/troupe/internal/secret"
 	"io"
 	"net"
 	"os"
@@ -237,7 +238,7 @@ func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harne
 	channel := "trial-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	var err error
 	h.ch, err = h.relay.OpenChannel(relay.ChannelConfig{
-		ID: channel, Members: relayMembers, UserPubkey: userPK, UserSecretKey: userSK,
+		ID: channel, Members: relayMembers, UserPubkey: userPK, UserSecretKey: secret.New(userSK),
 		Orchestrator: orchestrator, Transcript: h.trans,
 	})
 	if err != nil {

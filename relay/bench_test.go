@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupebench/troupe/internal/secret"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -135,7 +136,7 @@ func startRelayFanout(b *testing.B, frames [][]byte, pub key) *fanout {
 		subKeys[i] = newKey(b)
 		members = append(members, Member{Pubkey: subKeys[i].pk, ID: fmt.Sprintf("sub-%d", i+1)})
 	}
-	if _, err := r.OpenChannel(ChannelConfig{ID: "bench", Members: members, UserPubkey: user.pk, UserSecretKey: user.sk, Orchestrator: pub.pk}); err != nil {
+	if _, err := r.OpenChannel(ChannelConfig{ID: "bench", Members: members, UserPubkey: user.pk, UserSecretKey: secret.New(user.sk), Orchestrator: pub.pk}); err != nil {
 		b.Fatal(err)
 	}
 	f := &fanout{url: r.URL(), frame: func(i int) []byte { return frames[i] }}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupebench/troupe/internal/secret"
 	"io"
 	"slices"
 	"sort"
@@ -36,7 +37,8 @@ type ChannelConfig struct {
 	Members []Member
 	// User is the trial user's key pair: the orchestrator posts the task in
 	// process as this user. The secret key never leaves the host.
-	UserPubkey, UserSecretKey string
+	UserPubkey    string
+	UserSecretKey secret.Secret
 	// Orchestrator is the agent whose "DONE:" ends the trial.
 	Orchestrator string
 	// Transcript receives every accepted event as a JSON line, in relay
@@ -44,6 +46,11 @@ type ChannelConfig struct {
 	Transcript io.Writer
 	// Audit receives every refusal that concerns the channel as a JSON line.
 	Audit io.Writer
+	// Secrets finds what was minted for the trial (keys, tokens): an event
+	// that carries one in its content or tags is refused, since a signed
+	// event cannot be scrubbed without breaking its signature. nil finds
+	// nothing.
+	Secrets *secret.Scrubber
 }
 
 // Stats counts what happened in a channel.
@@ -145,7 +152,7 @@ func validateChannel(cfg ChannelConfig) error {
 	}
 	if !isHexKey(cfg.UserPubkey) {
 		errs = append(errs, fmt.Errorf("user pubkey %q is not 64 lower-case hex digits", cfg.UserPubkey))
-	} else if pk, err := nostr.GetPublicKey(cfg.UserSecretKey); err != nil || pk != cfg.UserPubkey {
+	} else if pk, err := nostr.GetPublicKey(cfg.UserSecretKey.Reveal()); err != nil || pk != cfg.UserPubkey {
 		errs = append(errs, errors.New("the user's secret key does not match the user's pubkey"))
 	}
 	if len(cfg.Members) == 0 {
@@ -432,7 +439,7 @@ func (ch *Channel) Post(ctx context.Context, content string, mentions ...string)
 		}
 		ev.Tags = append(ev.Tags, nostr.Tag{"p", pk})
 	}
-	if err := ev.Sign(ch.cfg.UserSecretKey); err != nil {
+	if err := ev.Sign(ch.cfg.UserSecretKey.Reveal()); err != nil {
 		return nil, fmt.Errorf("relay: post to %s: sign: %w", ch.cfg.ID, err)
 	}
 	if _, r := checkEvent(ev, ch.r.Now(), ch.r.Skew, ch.r.MaxContentBytes); r != "" {

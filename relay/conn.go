@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/troupebench/troupe/internal/secret"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -236,6 +237,9 @@ func (c *conn) publish(ev *nostr.Event, now time.Time, named []*Channel) {
 	if r == "" {
 		r = c.r.checkMembership(ev, channel)
 	}
+	if r == "" {
+		r = c.r.checkSecrets(ev, channel)
+	}
 	if r != "" {
 		c.refuseEvent(ev, r, cmpChannels(named, c.r.channelsOf(c.pubkey)))
 		return
@@ -290,6 +294,43 @@ func (r *Relay) checkMembership(ev *nostr.Event, channel string) refusal {
 		return refuse(PrefixRestricted, "%s is not a member of channel %s", ev.PubKey, channel)
 	}
 	return ""
+}
+
+// checkSecrets refuses an event that carries a secret minted for a trial it
+// would be recorded in: a channel message, its channel's; a profile, those
+// of every channel of its author. The secret is not quoted, only named.
+func (r *Relay) checkSecrets(ev *nostr.Event, channel string) refusal {
+	chans := r.channelsOf(ev.PubKey)
+	if ev.Kind != KindProfile {
+		chans = nil
+		if ch, ok := r.channel(channel); ok {
+			chans = []*Channel{ch}
+		}
+	}
+	for _, ch := range chans {
+		if carriesSecret(ev, ch.cfg.Secrets) {
+			return refuse(PrefixRestricted, "the event carries a secret key or token minted for this trial; "+
+				"it would be published in the channel and written to the trial's record: send the message without it")
+		}
+	}
+	return ""
+}
+
+func carriesSecret(ev *nostr.Event, s *secret.Scrubber) bool {
+	if s.Empty() {
+		return false
+	}
+	if s.Contains([]byte(ev.Content)) {
+		return true
+	}
+	for _, t := range ev.Tags {
+		for _, v := range t {
+			if s.Contains([]byte(v)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (c *conn) handleAuth(ev *nostr.Event) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/troupebench/troupe/internal/secret"
 	"runtime"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func FuzzConnection(f *testing.F) {
 			t.Fatal(err)
 		}
 		user, a := newKey(t), newKey(t)
-		if _, err := r.OpenChannel(ChannelConfig{ID: "trial-1", Members: []Member{{Pubkey: a.pk, ID: "a-1"}}, UserPubkey: user.pk, UserSecretKey: user.sk, Orchestrator: a.pk}); err != nil {
+		if _, err := r.OpenChannel(ChannelConfig{ID: "trial-1", Members: []Member{{Pubkey: a.pk, ID: "a-1"}}, UserPubkey: user.pk, UserSecretKey: secret.New(user.sk), Orchestrator: a.pk}); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

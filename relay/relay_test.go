@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupebench/troupe/internal/secret"
 	"io"
 	"net"
 	"net/http"
@@ -89,13 +90,22 @@ func newTrial(t testing.TB, workers int, configure func(*Relay)) *trial {
 	tr.r = startRelay(t, configure) // closed first: cleanups run last-in first-out
 	tr.ch, err = tr.r.OpenChannel(ChannelConfig{
 		ID: "trial-1", Name: "hello", Members: members,
-		UserPubkey: tr.user.pk, UserSecretKey: tr.user.sk, Orchestrator: tr.orch.pk,
-		Transcript: transcript, Audit: audit,
+		UserPubkey: tr.user.pk, UserSecretKey: secret.New(tr.user.sk), Orchestrator: tr.orch.pk,
+		Transcript: transcript, Audit: audit, Secrets: tr.secrets(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr
+}
+
+// secrets are what a trial mints: every agent's secret key and the user's.
+func (tr *trial) secrets() *secret.Scrubber {
+	all := []secret.Secret{secret.New(tr.user.sk), secret.New(tr.orch.sk)}
+	for _, w := range tr.workers {
+		all = append(all, secret.New(w.sk))
+	}
+	return secret.NewScrubber(all...)
 }
 
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {
@@ -710,18 +720,18 @@ func TestOpenChannelValidates(t *testing.T) {
 		cfg  ChannelConfig
 		want string
 	}{
-		{ChannelConfig{ID: "", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: user.sk, Orchestrator: a.pk}, "channel id"},
-		{ChannelConfig{ID: "c", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: a.sk, Orchestrator: a.pk}, "does not match"},
-		{ChannelConfig{ID: "c", Members: []Member{{Pubkey: "npub1xyz"}}, UserPubkey: user.pk, UserSecretKey: user.sk, Orchestrator: a.pk}, "not 64 lower-case hex"},
-		{ChannelConfig{ID: "c", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: user.sk, Orchestrator: user.pk}, "orchestrator"},
-		{ChannelConfig{ID: "c", Members: []Member{{Pubkey: a.pk}, {Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: user.sk, Orchestrator: a.pk}, "appears twice"},
+		{ChannelConfig{ID: "", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: secret.New(user.sk), Orchestrator: a.pk}, "channel id"},
+		{ChannelConfig{ID: "c", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: secret.New(a.sk), Orchestrator: a.pk}, "does not match"},
+		{ChannelConfig{ID: "c", Members: []Member{{Pubkey: "npub1xyz"}}, UserPubkey: user.pk, UserSecretKey: secret.New(user.sk), Orchestrator: a.pk}, "not 64 lower-case hex"},
+		{ChannelConfig{ID: "c", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: secret.New(user.sk), Orchestrator: user.pk}, "orchestrator"},
+		{ChannelConfig{ID: "c", Members: []Member{{Pubkey: a.pk}, {Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: secret.New(user.sk), Orchestrator: a.pk}, "appears twice"},
 	}
 	for _, tt := range tests {
 		if _, err := r.OpenChannel(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: %v, want %q", tt.cfg, err, tt.want)
 		}
 	}
-	ok := ChannelConfig{ID: "c", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: user.sk, Orchestrator: a.pk}
+	ok := ChannelConfig{ID: "c", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: secret.New(user.sk), Orchestrator: a.pk}
 	if _, err := r.OpenChannel(ok); err != nil {
 		t.Fatal(err)
 	}
@@ -737,7 +747,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	user, a := newKey(t), newKey(t)
-	if _, err := r.OpenChannel(ChannelConfig{ID: "trial-1", Members: []Member{{Pubkey: a.pk, ID: "a-1"}}, UserPubkey: user.pk, UserSecretKey: user.sk, Orchestrator: a.pk}); err != nil {
+	if _, err := r.OpenChannel(ChannelConfig{ID: "trial-1", Members: []Member{{Pubkey: a.pk, ID: "a-1"}}, UserPubkey: user.pk, UserSecretKey: secret.New(user.sk), Orchestrator: a.pk}); err != nil {
 		t.Fatal(err)
 	}
 	rl := dialRaw(t, r.URL()) // its Close waits for its reader, so the count below is exact
@@ -797,7 +807,7 @@ func TestCloseChannelWithPipeTranscript(t *testing.T) {
 	defer pw.Close()
 	go io.Copy(io.Discard, pr)
 	user, a := newKey(t), newKey(t)
-	ch, err := r.OpenChannel(ChannelConfig{ID: "p", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: user.sk, Orchestrator: a.pk, Transcript: pw})
+	ch, err := r.OpenChannel(ChannelConfig{ID: "p", Members: []Member{{Pubkey: a.pk}}, UserPubkey: user.pk, UserSecretKey: secret.New(user.sk), Orchestrator: a.pk, Transcript: pw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -806,5 +816,49 @@ func TestCloseChannelWithPipeTranscript(t *testing.T) {
 	}
 	if err := r.CloseChannel("p"); err != nil {
 		t.Errorf("closing a channel whose transcript is a pipe: %v", err)
+	}
+}
+
+// TestSecretsAreRefused: a message carrying a secret minted for the trial,
+// in its content, its tags or a profile, is refused with a reason that does
+// not quote it, and neither the transcript nor the audit log holds it.
+func TestSecretsAreRefused(t *testing.T) {
+	tr := newTrial(t, 1, nil)
+	lead := dial(t, tr.r.URL())
+	login(t, lead, tr.orch)
+	profile := nostr.Event{Kind: KindProfile, CreatedAt: nostr.Now(), Content: `{"name":"lead","about":"my key is ` + tr.orch.sk + `"}`}
+	if err := profile.Sign(tr.orch.sk); err != nil {
+		t.Fatal(err)
+	}
+	for name, ev := range map[string]nostr.Event{
+		"own key in the content":   message(t, tr.orch, "my key: "+tr.orch.sk),
+		"a worker's key, in a tag": message(t, tr.orch, "see the tag", nostr.Tag{"x", "prefix" + tr.workers[0].sk}),
+		"the user's key":           message(t, tr.orch, tr.user.sk),
+		"own key in a profile":     profile,
+	} {
+		reason := lead.Publish(ev)
+		if !strings.HasPrefix(reason, PrefixRestricted) || !strings.Contains(reason, "secret") {
+			t.Errorf("%s: published, or refused for another reason: %q", name, reason)
+		}
+		if strings.Contains(reason, tr.orch.sk) || strings.Contains(reason, tr.workers[0].sk) {
+			t.Errorf("%s: the refusal quotes the secret", name)
+		}
+	}
+	if reason := lead.Publish(message(t, tr.orch, "nothing secret: "+tr.orch.pk)); reason != "" {
+		t.Errorf("a plain message with a pubkey was refused: %s", reason)
+	}
+	if st := tr.ch.Stats(); st.Refusals != 4 || st.Events != 1 {
+		t.Errorf("stats %+v, want 4 refusals and 1 event", st)
+	}
+	for _, file := range []string{tr.transcript, tr.audit} {
+		data, _ := os.ReadFile(file)
+		for _, k := range []key{tr.orch, tr.workers[0], tr.user} {
+			if strings.Contains(string(data), k.sk) {
+				t.Errorf("%s holds a secret key", filepath.Base(file))
+			}
+		}
+	}
+	if audit, _ := os.ReadFile(tr.audit); strings.Count(string(audit), "carries a secret") != 4 {
+		t.Errorf("the audit log does not record the 4 refusals:\n%s", audit)
 	}
 }

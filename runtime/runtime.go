@@ -66,10 +66,12 @@ type Runtime interface {
 	Exec(ctx context.Context, id string, spec ExecSpec) (Process, error)
 	// CopyOut copies a file or folder out of a container into dst (a folder
 	// opened with os.OpenRoot, so nothing can be written outside it) under
-	// the name dstPath. It never replaces a file already in dst (what the
-	// caller wrote stays the record). Entries that are not plain files or
-	// folders, and collisions, are skipped and listed.
-	CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string) (skipped []string, err error)
+	// the name dstPath, at most limit bytes of files in all (0: the
+	// backend's own bound). It never replaces a file already in dst (what
+	// the caller wrote stays the record). Entries that are not plain files
+	// or folders, collisions, and files over the limit are skipped and
+	// listed.
+	CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string, limit int64) (skipped []string, err error)
 	// Remove removes a resource by force, tolerating one that is already
 	// gone. It runs even when ctx is cancelled, bounded by its own timeout.
 	Remove(ctx context.Context, r Resource) error

@@ -48,7 +48,7 @@ type VerifierResult struct {
 
 // ExceptionInfo is Harbor's record of what went wrong.
 type ExceptionInfo struct {
-	ExceptionType    string    `json:"exception_type"`
+	ExceptionType    ErrorKind `json:"exception_type"`
 	ExceptionMessage string    `json:"exception_message"`
 	OccurredAt       time.Time `json:"occurred_at"`
 }
@@ -123,7 +123,13 @@ type Result struct {
 	// TrialBudgetExhausted is set when the trial's max_cost_usd was spent.
 	TrialBudgetExhausted bool           `json:"trial_budget_exhausted,omitempty"`
 	Sweep                *inside.Report `json:"sweep"`
-	CleanupErrors        []string       `json:"cleanup_errors"`
+	// RemovedBeforeVerifier lists what the agents left in /tests or
+	// /logs/verifier, removed before the verifier ran.
+	RemovedBeforeVerifier []string `json:"removed_before_verifier,omitempty"`
+	// Truncated maps each file of the trial folder that was cut to its
+	// bound to the bytes it dropped (docs/run.md, "Bounds").
+	Truncated     map[string]int64 `json:"truncated,omitempty"`
+	CleanupErrors []string         `json:"cleanup_errors"`
 	// Timeouts are the phase limits the trial ran with, in seconds.
 	Timeouts map[string]float64 `json:"timeouts"`
 }
@@ -143,7 +149,11 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	data = append(data, '\n')
+	return writeFileAtomic(path, append(data, '\n'))
+}
+
+// writeFileAtomic writes data to path as writeJSON does.
+func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

@@ -2,6 +2,7 @@ package trial
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -321,7 +322,7 @@ func tomlErrors(file string, data []byte, err error) []error {
 				key, _, _ = strings.Cut(lines[row-1], "=")
 				key = strings.TrimSpace(key)
 			}
-			msg = fmt.Sprintf("%s has the wrong type: numbers for timeouts and resources, strings for names and images, true or false for switches", cmpOr(key, "this value"))
+			msg = fmt.Sprintf("%s has the wrong type: numbers for timeouts and resources, strings for names and images, true or false for switches", cmp.Or(key, "this value"))
 		}
 		return []error{fmt.Errorf("%s:%d:%d: %s", file, row, col, msg)}
 	}

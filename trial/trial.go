@@ -2,6 +2,7 @@ package trial
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/trial/outcome"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -53,6 +56,43 @@ const (
 	defaultPids = 4096
 )
 
+// Waits of a trial's own, besides the phases' (Limits); the timeout
+// multiplier scales them too.
+const (
+	// createTimeout bounds creating the container, which is never cut
+	// short (see createContainer).
+	createTimeout = 2 * time.Minute
+	// callTimeout bounds a call into the container: preparing it, staging
+	// the verifier.
+	callTimeout = time.Minute
+	// sweepSlack is what a sweep may take beyond its grace period.
+	sweepSlack = 15 * time.Second
+	// execEndTimeout is how long an agent's exec has to end once the sweep
+	// killed its process.
+	execEndTimeout = 5 * time.Second
+)
+
+// ErrorKind names what ended a trial early: the result's
+// exception_info.exception_type.
+type ErrorKind string
+
+// The kinds of failure.
+const (
+	ErrProvision       ErrorKind = "ProvisionError"
+	ErrImageBuild      ErrorKind = "ImageBuildError"
+	ErrImageTimeout    ErrorKind = "ImageBuildTimeout"
+	ErrContainer       ErrorKind = "ContainerError"
+	ErrTunnel          ErrorKind = "TunnelError"
+	ErrAgentStart      ErrorKind = "AgentStartError"
+	ErrReadiness       ErrorKind = "ReadinessError"
+	ErrRelay           ErrorKind = "RelayError"
+	ErrSweep           ErrorKind = "SweepError"
+	ErrCancelled       ErrorKind = "Cancelled"
+	ErrVerifier        ErrorKind = "VerifierError"
+	ErrVerifierTimeout ErrorKind = "VerifierTimeout"
+	ErrRewardFile      ErrorKind = "RewardFileError"
+)
+
 // Env is what the trials of a job share: the runtime, the job's relay and
 // gateway, troupe's own binary for the containers, and the phase limits.
 type Env struct {
@@ -63,6 +103,16 @@ type Env struct {
 	JobID   string
 	Version string
 	Limits  Limits
+	// Bounds limit the files agents and verifiers fill; the zero value is
+	// DefaultBounds.
+	Bounds Bounds
+}
+
+func (e *Env) bounds() Bounds {
+	if e.Bounds == (Bounds{}) {
+		return DefaultBounds
+	}
+	return e.Bounds
 }
 
 // Limits are the phase timeouts that do not come from the task or the
@@ -119,12 +169,13 @@ const (
 // agentRun is one agent of a running trial.
 type agentRun struct {
 	manifest.Agent
-	sk, pk         string
+	sk             secret.Secret
+	pk             string
 	uid            int
 	prompt         []byte
 	proc           runtime.Process
-	stdout, stderr *os.File
-	calls          *os.File
+	stdout, stderr *sink
+	calls          *sink
 	exited         bool
 }
 
@@ -139,10 +190,11 @@ type run struct {
 	id    string
 	start time.Time
 
-	logFile           *os.File
-	transcript, audit *os.File
+	logFile           *sink
+	transcript, audit *sink
 	agents            []*agentRun
-	userSK, userPK    string
+	userSK            secret.Secret
+	userPK            string
 	ch                *relay.Channel
 	gw                *llm.Trial
 	container         string
@@ -156,7 +208,15 @@ type run struct {
 	watchers sync.WaitGroup
 	creating bool  // a container may exist
 	err      error // what ended the trial early
-	errType  string
+	errType  ErrorKind
+
+	// The files untrusted bytes flow into, and the secrets they are
+	// scrubbed of (nil until minted).
+	sinksMu sync.Mutex
+	sinks   []namedSink
+	secrets *secret.Scrubber
+	// servicesClosed: closeServices has run.
+	servicesClosed bool
 }
 
 // Run runs one trial, step by step (docs/run.md), and writes its folder:
@@ -178,7 +238,7 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, e
 	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("trial %s: %w", spec.Name, err)
 	}
-	logFile, err := os.Create(filepath.Join(spec.Dir, "trial.log"))
+	logFile, err := r.openSink("trial.log", env.bounds().TrialLog)
 	if err != nil {
 		return nil, fmt.Errorf("trial %s: %w", spec.Name, err)
 	}
@@ -194,7 +254,13 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, e
 	reason := r.execute(ctx)
 	r.finish(ctx, reason)
 
-	if err := writeJSON(filepath.Join(spec.Dir, "result.json"), r.res); err != nil {
+	// Exception messages quote agents and verifiers: the result is
+	// scrubbed like their files.
+	data, err := json.MarshalIndent(r.res, "", "  ")
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(spec.Dir, "result.json"), append(r.secrets.Scrub(data), '\n'))
+	}
+	if err != nil {
 		logFile.Close()
 		return r.res, fmt.Errorf("trial %s: %w", spec.Name, err)
 	}
@@ -262,7 +328,7 @@ func endPhase(t *Timing) {
 }
 
 // fail records what ended the trial early; the first failure wins.
-func (r *run) fail(kind string, err error) {
+func (r *run) fail(kind ErrorKind, err error) {
 	if r.err == nil {
 		r.err, r.errType = err, kind
 		r.log.Error("trial failed", "type", kind, "err", err.Error())
@@ -284,9 +350,9 @@ func (r *run) cleanupError(what string, err error) {
 
 // execute runs steps 1 to 7 and returns the completion reason.
 func (r *run) execute(ctx context.Context) Reason {
-	broken := func(kind string, err error) Reason {
+	broken := func(kind ErrorKind, err error) Reason {
 		if ctx.Err() != nil {
-			r.fail("Cancelled", context.Cause(ctx))
+			r.fail(ErrCancelled, context.Cause(ctx))
 			return Cancelled
 		}
 		r.fail(kind, err)
@@ -294,25 +360,25 @@ func (r *run) execute(ctx context.Context) Reason {
 	}
 	r.phase("environment_setup", &r.res.EnvironmentSetup)
 	if err := r.provision(); err != nil {
-		return broken("ProvisionError", err)
+		return broken(ErrProvision, err)
 	}
 	if kind, err := r.createContainer(ctx); err != nil {
 		return broken(kind, err)
 	}
 	if err := r.openTunnel(ctx); err != nil {
-		return broken("TunnelError", err)
+		return broken(ErrTunnel, err)
 	}
 	if err := r.prepare(ctx); err != nil {
-		return broken("ContainerError", err)
+		return broken(ErrContainer, err)
 	}
 	endPhase(&r.res.EnvironmentSetup)
 
 	r.phase("agent_setup", &r.res.AgentSetup)
 	if err := r.launch(ctx); err != nil {
-		return broken("AgentStartError", err)
+		return broken(ErrAgentStart, err)
 	}
 	if err := r.waitReady(ctx); err != nil {
-		return broken("ReadinessError", err)
+		return broken(ErrReadiness, err)
 	}
 	endPhase(&r.res.AgentSetup)
 
@@ -325,12 +391,17 @@ func (r *run) execute(ctx context.Context) Reason {
 // provision makes the trial's identities, prompts, channel and tokens.
 func (r *run) provision() error {
 	team := r.spec.Team
-	r.userSK = nostr.GeneratePrivateKey()
-	r.userPK, _ = nostr.GetPublicKey(r.userSK)
+	bounds := r.env.bounds()
+	sk := nostr.GeneratePrivateKey()
+	r.userSK = secret.New(sk)
+	r.userPK, _ = nostr.GetPublicKey(sk)
+	minted := keyForms(sk)
 	var members []personas.Member
 	for i, a := range team.Agents {
-		ar := &agentRun{Agent: a, sk: nostr.GeneratePrivateKey()}
-		ar.pk, _ = nostr.GetPublicKey(ar.sk)
+		sk := nostr.GeneratePrivateKey()
+		ar := &agentRun{Agent: a, sk: secret.New(sk)}
+		ar.pk, _ = nostr.GetPublicKey(sk)
+		minted = append(minted, keyForms(sk)...)
 		if r.isolated() {
 			ar.uid = agentUIDBase + i + 1
 		}
@@ -348,13 +419,14 @@ func (r *run) provision() error {
 			return err
 		}
 		var err error
-		if ar.stdout, err = os.Create(filepath.Join(dir, "stdout.log")); err != nil {
+		agentDir := path.Join("agents", ar.ID)
+		if ar.stdout, err = r.openSink(path.Join(agentDir, "stdout.log"), bounds.AgentOutput); err != nil {
 			return err
 		}
-		if ar.stderr, err = os.Create(filepath.Join(dir, "stderr.log")); err != nil {
+		if ar.stderr, err = r.openSink(path.Join(agentDir, "stderr.log"), bounds.AgentOutput); err != nil {
 			return err
 		}
-		if ar.calls, err = os.Create(filepath.Join(dir, "llm-calls.jsonl")); err != nil {
+		if ar.calls, err = r.openSink(path.Join(agentDir, "llm-calls.jsonl"), bounds.Calls); err != nil {
 			return err
 		}
 	}
@@ -362,10 +434,10 @@ func (r *run) provision() error {
 		return err
 	}
 	var err error
-	if r.transcript, err = os.Create(filepath.Join(r.spec.Dir, "relay", "transcript.jsonl")); err != nil {
+	if r.transcript, err = r.openSink("relay/transcript.jsonl", bounds.Transcript); err != nil {
 		return err
 	}
-	if r.audit, err = os.Create(filepath.Join(r.spec.Dir, "relay", "audit.jsonl")); err != nil {
+	if r.audit, err = r.openSink("relay/audit.jsonl", bounds.Audit); err != nil {
 		return err
 	}
 	// Who holds which key, public from the start, so that troupe view can
@@ -391,17 +463,24 @@ func (r *run) provision() error {
 		specs = append(specs, llm.AgentSpec{ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind), Pubkey: ar.pk, Endpoint: ar.Endpoint, Budget: ar.Budget, Log: ar.calls})
 	}
 	m := team.Manifest
-	r.ch, err = r.env.Relay.OpenChannel(relay.ChannelConfig{
-		ID: r.id, Name: r.spec.Name, About: fmt.Sprintf("job=%s task=%s condition=%s manifest=%s", r.env.JobID, r.spec.Task.Name, m.Condition, m.Hash()),
-		Members: relayMembers, UserPubkey: r.userPK, UserSecretKey: r.userSK, Orchestrator: r.agents[0].pk,
-		Transcript: r.transcript, Audit: r.audit,
-	})
-	if err != nil {
-		return fmt.Errorf("open the trial channel: %w", err)
-	}
 	r.gw, err = r.env.Gateway.OpenTrial(llm.TrialSpec{ID: r.id, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD})
 	if err != nil {
 		return fmt.Errorf("mint gateway tokens: %w", err)
+	}
+	for _, ar := range r.agents {
+		token := r.gw.Token(ar.ID)
+		minted = append(minted, token, secret.New(strings.ToUpper(token.Reveal())))
+	}
+	// Every secret is minted: from now on no file of the trial and no
+	// message of the channel may hold one.
+	r.armSinks(minted)
+	r.ch, err = r.env.Relay.OpenChannel(relay.ChannelConfig{
+		ID: r.id, Name: r.spec.Name, About: fmt.Sprintf("job=%s task=%s condition=%s manifest=%s", r.env.JobID, r.spec.Task.Name, m.Condition, m.Hash()),
+		Members: relayMembers, UserPubkey: r.userPK, UserSecretKey: r.userSK, Orchestrator: r.agents[0].pk,
+		Transcript: r.transcript, Audit: r.audit, Secrets: r.secrets,
+	})
+	if err != nil {
+		return fmt.Errorf("open the trial channel: %w", err)
 	}
 	for _, ar := range r.agents {
 		r.res.Agents = append(r.res.Agents, AgentRecord{ID: ar.ID, ClassID: ar.ClassID, Kind: string(ar.Kind), Role: ar.Role, Endpoint: ar.Endpoint, Pubkey: ar.pk, UID: ar.uid})
@@ -411,19 +490,19 @@ func (r *run) provision() error {
 
 // createContainer resolves the image and starts the container with the
 // binary, the agents' secrets and the shared working folder in place.
-func (r *run) createContainer(ctx context.Context) (string, error) {
+func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	rt, task, m := r.env.Runtime, r.spec.Task, r.spec.Team.Manifest
 	bctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(task.BuildTimeout))
 	img, err := rt.Image(bctx, runtime.ImageSpec{Image: task.Image, BuildDir: task.EnvDir})
 	cancel()
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return "ImageBuildTimeout", fmt.Errorf("the image was not ready within %s: %w", r.env.Limits.scale(task.BuildTimeout), err)
+			return ErrImageTimeout, fmt.Errorf("the image was not ready within %s: %w", r.env.Limits.scale(task.BuildTimeout), err)
 		}
-		return "ImageBuildError", err
+		return ErrImageBuild, err
 	}
 	r.img = img
-	r.workdir = cmpOr(img.WorkDir, defaultWorkdir)
+	r.workdir = cmp.Or(img.WorkDir, defaultWorkdir)
 	spec := runtime.ContainerSpec{
 		Image: img.Ref, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
 		Labels:  map[string]string{runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id},
@@ -445,19 +524,19 @@ func (r *run) createContainer(ctx context.Context) (string, error) {
 	// make the container after the client stopped listening, leaving one
 	// nobody knows the id of. It is quick; the cancellation is seen after.
 	r.creating = true
-	cctx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	cctx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), r.env.Limits.scale(createTimeout))
 	id, err := rt.Create(cctx, spec)
 	cancelCreate()
 	if err != nil {
-		return "ContainerError", err
+		return ErrContainer, err
 	}
 	r.container = id
 	if err := ctx.Err(); err != nil {
-		return "Cancelled", err
+		return ErrCancelled, err
 	}
 	r.log.Info("container", "id", id, "image", img.Ref, "workdir", r.workdir, "network", spec.Network)
 	if err := rt.Start(ctx, id); err != nil {
-		return "ContainerError", err
+		return ErrContainer, err
 	}
 	r.log.Info("container started")
 	return "", nil
@@ -480,7 +559,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := runtime.WriteTar(&files, r.containerFiles()); err != nil {
 		return fmt.Errorf("prepare the container: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	cctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(callTimeout))
 	defer cancel()
 	if _, err := r.tun.Call(cctx, "prepare", string(arg), files.Bytes()); err != nil {
 		return fmt.Errorf("prepare the container: %w", err)
@@ -509,7 +588,7 @@ func (r *run) containerFiles() []runtime.File {
 		dir := path.Join(secretsDir, ar.ID)
 		files = append(files,
 			runtime.File{Path: dir, Mode: fs.ModeDir | 0o500, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: path.Join(dir, "key"), Data: []byte(ar.sk + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, "key"), Data: []byte(ar.sk.Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
 			runtime.File{Path: path.Join(dir, "token"), Data: []byte(r.gw.Token(ar.ID).Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
 			runtime.File{Path: path.Join(dir, "system-prompt.md"), Data: ar.prompt, Mode: 0o400, UID: ar.uid, GID: ar.uid},
 			runtime.File{Path: path.Join(homesDir, ar.ID), Mode: fs.ModeDir | 0o700, UID: ar.uid, GID: ar.uid},
@@ -632,7 +711,7 @@ func (r *run) waitReady(ctx context.Context) error {
 		case <-changed:
 		case i := <-r.exits:
 			ar := r.exited(i)
-			return fmt.Errorf("agent %s exited before it was ready; its last words: %s", ar.ID, tail(ar.stderr.Name(), 600))
+			return fmt.Errorf("agent %s exited before it was ready; its last words: %s", ar.ID, lastWords(ar.stderr.Name(), 600))
 		case <-timer.C:
 			return fmt.Errorf("agents %s were not ready within %s (authenticated with a live subscription to the channel)", strings.Join(missing, ", "), limit)
 		case <-r.tun.Done():
@@ -651,7 +730,7 @@ func (r *run) watch(ctx context.Context) Reason {
 		if ctx.Err() != nil {
 			return Cancelled
 		}
-		r.fail("RelayError", fmt.Errorf("post the task: %w", err))
+		r.fail(ErrRelay, fmt.Errorf("post the task: %w", err))
 		return InfraError
 	}
 	r.log.Info("task posted", "to", orch.ID)
@@ -694,7 +773,7 @@ func (r *run) watch(ctx context.Context) Reason {
 				return AgentsExited
 			}
 		case <-r.tun.Done():
-			r.fail("TunnelError", fmt.Errorf("the tunnel ended during the trial: %s", r.tun.Stderr()))
+			r.fail(ErrTunnel, fmt.Errorf("the tunnel ended during the trial: %s", r.tun.Stderr()))
 			return InfraError
 		case <-ctx.Done():
 			return Cancelled
@@ -721,26 +800,32 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	endPhase(&r.res.EnvironmentSetup)
 	endPhase(&r.res.AgentSetup)
 	endPhase(&r.res.AgentExecution)
+	var sweepErr error
 	if r.container != "" && r.agents[0].proc != nil {
-		r.sweep(cctx)
-		r.log.Info("swept")
+		sweepErr = r.sweep(cctx)
+		r.log.Info("swept", "ok", sweepErr == nil)
 	}
 	r.stopWatchers()
-	r.closeServices(cctx)
-	r.log.Info("services closed")
 
 	result := outcome.Cancelled
 	switch {
 	case reason == Cancelled || ctx.Err() != nil:
-		reason, result = Cancelled, outcome.Cancelled
+		reason = Cancelled
 		if r.err == nil {
-			r.fail("Cancelled", errors.New("the job was interrupted"))
+			r.fail(ErrCancelled, errors.New("the job was interrupted"))
 		}
 	case reason == InfraError:
 		result = outcome.UnscoredInfra
+	case sweepErr != nil:
+		// Agent code may still run: whatever the verifier found now could
+		// be the agents' doing during the verification.
+		r.fail(ErrSweep, sweepErr)
+		result = outcome.UnscoredInfra
 	default:
-		result = r.verify(ctx)
+		result = r.verify(ctx, cctx)
 	}
+	r.closeServices(cctx)
+	r.closeSinks()
 	if r.container != "" {
 		r.phase("teardown", &r.res.Teardown)
 		if err := r.env.Runtime.Remove(cctx, runtime.Resource{Kind: runtime.KindContainer, ID: r.container}); err != nil {
@@ -761,24 +846,32 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	}
 }
 
-// sweep ends every agent process, then waits for their execs.
-func (r *run) sweep(ctx context.Context) {
+// sweep ends every agent process (step 8), then waits for their execs. An
+// error means agent code may still run, and the trial is not verified: the
+// sweep could not run, or processes survived its KILL.
+func (r *run) sweep(ctx context.Context) error {
 	grace := r.env.Limits.SweepGrace
-	out, err := r.sweepReport(ctx, grace)
+	wctx, cancel := context.WithTimeout(ctx, grace+r.env.Limits.scale(sweepSlack))
+	out, err := r.callInside(wctx, "sweep", grace.String(), nil)
+	cancel()
 	if err != nil {
-		r.cleanupError("sweep", err)
-	} else {
-		var rep inside.Report
-		if err := json.Unmarshal(out, &rep); err != nil {
-			r.cleanupError("sweep report", err)
-		} else {
-			r.res.Sweep = &rep
-			if len(rep.Survivors) > 0 {
-				r.cleanupError("sweep", fmt.Errorf("%d processes survived KILL", len(rep.Survivors)))
-			}
+		return fmt.Errorf("sweep the container: %w", err)
+	}
+	var rep inside.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return fmt.Errorf("read the sweep's report: %w", err)
+	}
+	r.res.Sweep = &rep
+	for _, p := range rep.Signalled {
+		if p.Note != "" {
+			r.log.Warn("swept a process", "pid", p.PID, "uid", p.UID, "cmd", clip.Head(p.Cmd, 200), "note", p.Note)
 		}
 	}
+	if n := len(rep.Survivors); n > 0 {
+		return fmt.Errorf("%d processes survived KILL (first: pid %d, %s): the verifier was not run while agent code may still act", n, rep.Survivors[0].PID, clip.Head(rep.Survivors[0].Cmd, 120))
+	}
 	// The agents' execs end with their processes.
+	limit := r.env.Limits.scale(execEndTimeout)
 	for i, ar := range r.agents {
 		if ar.proc == nil || ar.exited {
 			continue
@@ -786,40 +879,46 @@ func (r *run) sweep(ctx context.Context) {
 		select {
 		case <-ar.proc.Done():
 			r.exited(i)
-		case <-time.After(5 * time.Second):
-			r.cleanupError("sweep", fmt.Errorf("agent %s's exec did not end after the sweep", ar.ID))
+		case <-time.After(limit):
+			r.cleanupError("sweep", fmt.Errorf("agent %s's exec did not end within %s of the sweep", ar.ID, limit))
 		case <-ctx.Done():
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
-// sweepReport sweeps the container and returns the JSON report: a call
-// through the tunnel, or, when the tunnel is gone, troupe sweep in an exec.
-func (r *run) sweepReport(ctx context.Context, grace time.Duration) ([]byte, error) {
-	wctx, cancel := context.WithTimeout(ctx, grace+15*time.Second)
-	defer cancel()
+// callInside runs one of troupe's calls inside the container (cmd/troupe's
+// tunnelCalls): through the tunnel while it runs, else as `troupe call` in an
+// exec of its own — an agent running as root may have killed the tunnel.
+func (r *run) callInside(ctx context.Context, name, arg string, in []byte) ([]byte, error) {
 	if r.tun != nil {
 		select {
 		case <-r.tun.Done():
 		default:
-			return r.tun.Call(wctx, "sweep", grace.String(), nil)
+			return r.tun.Call(ctx, name, arg, in)
 		}
 	}
 	var out, errOut bytes.Buffer
 	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
-		Cmd: []string{runtime.BinaryPath, "sweep", "--grace", grace.String()}, User: "0:0", Stdout: &out, Stderr: &errOut,
+		Cmd: []string{runtime.BinaryPath, "call", name, arg}, User: "0:0", Stdin: true, Stdout: &out, Stderr: &errOut,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer p.Close()
-	code, err := p.Wait(wctx)
+	_, werr := p.Stdin().Write(in)
+	if cerr := p.Stdin().Close(); werr == nil {
+		werr = cerr
+	}
+	code, err := p.Wait(ctx)
 	switch {
 	case err != nil:
 		return nil, err
 	case code != 0:
-		return nil, fmt.Errorf("exit %d: %s", code, strings.TrimSpace(errOut.String()))
+		return nil, fmt.Errorf("troupe call %s: exit %d: %s", name, code, strings.TrimSpace(errOut.String()))
+	case werr != nil:
+		return nil, fmt.Errorf("troupe call %s: send its input: %w", name, werr)
 	}
 	return out.Bytes(), nil
 }
@@ -834,9 +933,14 @@ func (r *run) stopWatchers() {
 	}
 }
 
-// closeServices ends the trial's tunnel, channel and tokens, and closes the
-// files they wrote, recording the usage and relay counts.
+// closeServices ends the trial's tunnel, channel and tokens, recording the
+// usage and relay counts. It runs once; the verifier runs it before
+// tests/test.sh, so that nothing in the container reaches them then.
 func (r *run) closeServices(ctx context.Context) {
+	if r.servicesClosed {
+		return
+	}
+	r.servicesClosed = true
 	if r.tun != nil {
 		if err := r.tun.Close(); err != nil {
 			r.cleanupError("close the tunnel", err)
@@ -862,18 +966,6 @@ func (r *run) closeServices(ctx context.Context) {
 		}
 		r.res.AgentResult = AgentResult{NInputTokens: total.InputTokens, NCacheTokens: total.CachedTokens, NOutputTokens: total.OutputTokens, CostUSD: total.CostUSD, NCalls: total.Calls}
 	}
-	for _, ar := range r.agents {
-		for _, f := range []*os.File{ar.stdout, ar.stderr, ar.calls} {
-			if f != nil {
-				f.Close()
-			}
-		}
-	}
-	for _, f := range []*os.File{r.transcript, r.audit} {
-		if f != nil {
-			f.Close()
-		}
-	}
 }
 
 func (r *run) removeByLabel(ctx context.Context) {
@@ -892,27 +984,16 @@ func (r *run) removeByLabel(ctx context.Context) {
 	}
 }
 
-// tail returns the end of a file, for error messages.
-func tail(file string, n int) string {
+// lastWords returns the end of a log, for error messages.
+func lastWords(file string, n int) string {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
-	s := strings.TrimSpace(string(data))
-	if len(s) > n {
-		s = "…" + s[len(s)-n:]
+	if s := strings.TrimSpace(string(data)); s != "" {
+		return clip.Tail(s, n)
 	}
-	if s == "" {
-		return "(nothing)"
-	}
-	return s
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return "(nothing)"
 }
 
 func randomHex(n int) string {

@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"cmp"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -176,11 +177,11 @@ func checkTeamFlow(t *testing.T, dir string, res *Result) {
 		if ok, _ := rec.Event.CheckSignature(); !ok {
 			t.Errorf("transcript event %d has a bad signature", rec.Seq)
 		}
-		from := cmpOr(names[rec.Event.PubKey], "user")
+		from := cmp.Or(names[rec.Event.PubKey], "user")
 		var to []string
 		for _, tag := range rec.Event.Tags {
 			if len(tag) >= 2 && tag[0] == "p" {
-				to = append(to, cmpOr(names[tag[1]], "user"))
+				to = append(to, cmp.Or(names[tag[1]], "user"))
 			}
 		}
 		entry := from + "→" + strings.Join(to, ",")
@@ -201,7 +202,8 @@ func TestCompletionReasonsAndOutcomes(t *testing.T) {
 		manifest, task string
 		reason         Reason
 		want           outcome.Outcome
-		errType, msg   string
+		errType        ErrorKind
+		msg            string
 		check          func(t *testing.T, res *Result, dir string)
 	}{
 		{manifest: "never-done", task: helloWorld, reason: Deadline, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
@@ -231,8 +233,8 @@ func TestCompletionReasonsAndOutcomes(t *testing.T) {
 				t.Errorf("reward %v, exception %v", res.Reward, res.ExceptionInfo)
 			}
 		}},
-		{manifest: "solo-example", task: "testdata/tasks/broken-dockerfile", reason: InfraError, want: outcome.UnscoredInfra, errType: "ImageBuildError", msg: "troupe-test-build-step"},
-		{manifest: "solo-example", task: "testdata/tasks/verifier-hangs", reason: DeclaredDone, want: outcome.VerifierError, errType: "VerifierTimeout", msg: "did not finish within 2s"},
+		{manifest: "solo-example", task: "testdata/tasks/broken-dockerfile", reason: InfraError, want: outcome.UnscoredInfra, errType: ErrImageBuild, msg: "troupe-test-build-step"},
+		{manifest: "solo-example", task: "testdata/tasks/verifier-hangs", reason: DeclaredDone, want: outcome.VerifierError, errType: ErrVerifierTimeout, msg: "did not finish within 2s"},
 		{manifest: "solo-example", task: "testdata/tasks/verifier-overwrites", reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *Result, dir string) {
 			for _, f := range []string{"relay/transcript.jsonl", "relay/members.json", "trial.log", "config.json", "verifier/test-stdout.txt"} {
 				if data, _ := os.ReadFile(filepath.Join(dir, f)); strings.Contains(string(data), "FORGED") {

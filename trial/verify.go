@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,42 +14,47 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/trial/outcome"
 
 	"github.com/troupebench/troupe/runtime"
 )
 
 // verify runs the task's tests/test.sh in the trial's container (step 9)
-// and reads the reward it wrote.
-func (r *run) verify(ctx context.Context) outcome.Outcome {
+// and reads the reward it wrote. ctx is the trial's; cctx the teardown's,
+// for closing the services before the verifier starts.
+func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 	r.phase("verifier", &r.res.Verifier)
 	defer endPhase(&r.res.Verifier)
-	broken := func(kind string, err error) outcome.Outcome {
+	broken := func(kind ErrorKind, err error, result outcome.Outcome) outcome.Outcome {
 		if ctx.Err() != nil {
 			return outcome.Cancelled
 		}
 		r.fail(kind, err)
-		return outcome.VerifierError
+		return result
 	}
 	files, err := treeFiles(r.spec.Task.TestsDir, testsDir)
 	if err != nil {
-		return broken("VerifierError", err)
+		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
-	if err := r.env.Runtime.CopyIn(ctx, r.container, files); err != nil {
-		return broken("VerifierError", fmt.Errorf("copy tests/ into the container: %w", err))
+	if err := r.stageVerifier(ctx, files); err != nil {
+		return broken(ErrContainer, err, outcome.UnscoredInfra)
 	}
-	dir := filepath.Join(r.spec.Dir, "verifier")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return broken("VerifierError", err)
+	// Nothing in the container may reach the relay or the gateway while
+	// the verifier runs.
+	r.closeServices(cctx)
+	bounds := r.env.bounds()
+	if err := os.MkdirAll(filepath.Join(r.spec.Dir, "verifier"), 0o755); err != nil {
+		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
-	stdout, err := os.Create(filepath.Join(dir, "test-stdout.txt"))
+	stdout, err := r.openSink("verifier/test-stdout.txt", bounds.VerifierOutput)
 	if err != nil {
-		return broken("VerifierError", err)
+		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
 	defer stdout.Close()
-	stderr, err := os.Create(filepath.Join(dir, "test-stderr.txt"))
+	stderr, err := r.openSink("verifier/test-stderr.txt", bounds.VerifierOutput)
 	if err != nil {
-		return broken("VerifierError", err)
+		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
 	defer stderr.Close()
 	var env []string
@@ -58,10 +64,10 @@ func (r *run) verify(ctx context.Context) outcome.Outcome {
 	// sh runs a test.sh without a shebang as a shell script; with one, exec
 	// honours it.
 	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
-		Cmd: []string{"/bin/sh", "-c", "exec " + testsDir + "/test.sh"}, Env: env, User: "0:0", WorkDir: r.workdir, Stdout: stdout, Stderr: stderr,
+		Cmd: []string{"/bin/sh", "-c", "exec " + testsDir + "/test.sh"}, Env: env, User: verifierUser, WorkDir: r.workdir, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil {
-		return broken("VerifierError", fmt.Errorf("start tests/test.sh: %w", err))
+		return broken(ErrVerifier, fmt.Errorf("start tests/test.sh: %w", err), outcome.VerifierError)
 	}
 	limit := r.env.Limits.scale(r.spec.Task.VerifierTimeout)
 	wctx, cancel := context.WithTimeout(ctx, limit)
@@ -71,21 +77,19 @@ func (r *run) verify(ctx context.Context) outcome.Outcome {
 	if ctx.Err() != nil {
 		return outcome.Cancelled
 	}
-	// /logs holds verifier/ and artifacts/: one copy brings both to the
-	// trial folder, whatever the verifier did.
 	copyErr := r.copyLogs(ctx)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return broken("VerifierTimeout", fmt.Errorf("tests/test.sh did not finish within %s", limit))
+		return broken(ErrVerifierTimeout, fmt.Errorf("tests/test.sh did not finish within %s", limit), outcome.VerifierError)
 	case err != nil:
-		return broken("VerifierError", fmt.Errorf("tests/test.sh: %w", err))
+		return broken(ErrVerifier, fmt.Errorf("tests/test.sh: %w", err), outcome.VerifierError)
 	case copyErr != nil:
-		return broken("VerifierError", copyErr)
+		return broken(ErrVerifier, copyErr, outcome.VerifierError)
 	}
 	r.log.Info("verifier exited", "code", code)
-	rewards, err := readRewards(dir)
+	rewards, err := readRewards(filepath.Join(r.spec.Dir, "verifier"))
 	if err != nil {
-		return broken("RewardFileError", fmt.Errorf("%w (tests/test.sh exited %d; its output is in verifier/test-stdout.txt)", err, code))
+		return broken(ErrRewardFile, fmt.Errorf("%w (tests/test.sh exited %d; its output is in verifier/test-stdout.txt)", err, code), outcome.VerifierError)
 	}
 	r.res.VerifierResult = &VerifierResult{Rewards: rewards}
 	reward := mainReward(rewards)
@@ -96,21 +100,87 @@ func (r *run) verify(ctx context.Context) outcome.Outcome {
 	return outcome.Failed
 }
 
-// copyLogs copies the container's /logs into the trial folder.
+// verifierUser runs tests/test.sh, and owns /logs/verifier.
+const (
+	verifierUser = "0:0"
+	verifierUID  = 0
+)
+
+// stageVerifier empties /tests and /logs/verifier, whatever the agents left
+// there (a reward written in advance, a link to a folder of theirs), gives
+// /logs/verifier to the verifier, and unpacks the task's tests/. What was
+// removed goes to trial.log and the result.
+func (r *run) stageVerifier(ctx context.Context, tests []runtime.File) error {
+	type dir struct {
+		Dir  string      `json:"dir"`
+		UID  int         `json:"uid"`
+		GID  int         `json:"gid"`
+		Mode fs.FileMode `json:"mode"`
+	}
+	arg, _ := json.Marshal([]dir{{testsDir, 0, 0, 0o755}, {verifierLogs, verifierUID, verifierUID, 0o755}})
+	var tar bytes.Buffer
+	if err := runtime.WriteTar(&tar, tests); err != nil {
+		return fmt.Errorf("stage the verifier: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(callTimeout))
+	defer cancel()
+	out, err := r.callInside(cctx, "reset", string(arg), tar.Bytes())
+	if err != nil {
+		return fmt.Errorf("stage the verifier: %w", err)
+	}
+	var answer struct {
+		Removed []string `json:"removed"`
+	}
+	if err := json.Unmarshal(out, &answer); err != nil {
+		return fmt.Errorf("stage the verifier: %w", err)
+	}
+	for _, e := range answer.Removed {
+		r.log.Warn("removed before the verifier ran: the agents left it", "entry", e)
+	}
+	r.res.RemovedBeforeVerifier = answer.Removed
+	return nil
+}
+
+// copyLogs copies what the verifier wrote (/logs/verifier) and what the
+// agents left as artifacts (/logs/artifacts) into the trial folder, within
+// the bounds, and scrubs the trial's secrets from both.
 func (r *run) copyLogs(ctx context.Context) error {
 	root, err := os.OpenRoot(r.spec.Dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	skipped, err := r.env.Runtime.CopyOut(ctx, r.container, "/logs", root, ".")
-	if err != nil {
-		return fmt.Errorf("copy /logs out: %w", err)
-	}
-	for _, s := range skipped {
-		r.log.Warn("not copied out of /logs", "entry", s)
+	budget := r.env.bounds().Logs
+	for _, d := range []string{"verifier", "artifacts"} {
+		skipped, err := r.env.Runtime.CopyOut(ctx, r.container, path.Join("/logs", d), root, d, budget)
+		if err != nil {
+			return fmt.Errorf("copy /logs/%s out: %w", d, err)
+		}
+		for _, s := range skipped {
+			r.log.Warn("not copied out of /logs", "entry", s)
+		}
+		if budget -= dirSize(filepath.Join(r.spec.Dir, d)); budget <= 0 {
+			budget = 1 // the next copy takes nothing more
+		}
+		if err := scrubTree(filepath.Join(r.spec.Dir, d), r.secrets); err != nil {
+			r.cleanupError("scrub "+d, err)
+		}
 	}
 	return nil
+}
+
+// dirSize is the bytes of the regular files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // readRewards reads reward.txt (one number) or reward.json (a flat object
@@ -119,7 +189,7 @@ func readRewards(dir string) (map[string]float64, error) {
 	if data, err := os.ReadFile(filepath.Join(dir, "reward.txt")); err == nil {
 		v, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("reward.txt holds %q, not a number", shorten(string(data), 80))
+			return nil, fmt.Errorf("reward.txt holds %q, not a number", clip.Head(string(data), 80))
 		}
 		return map[string]float64{"reward": v}, nil
 	}
@@ -132,7 +202,7 @@ func readRewards(dir string) (map[string]float64, error) {
 	}
 	var rewards map[string]float64
 	if err := json.Unmarshal(data, &rewards); err != nil || len(rewards) == 0 {
-		return nil, fmt.Errorf("reward.json is not a flat object of numbers: %q", shorten(string(data), 120))
+		return nil, fmt.Errorf("reward.json is not a flat object of numbers: %q", clip.Head(string(data), 120))
 	}
 	return rewards, nil
 }
@@ -184,11 +254,4 @@ func treeFiles(src, dst string) ([]runtime.File, error) {
 		return nil, fmt.Errorf("read %s: %w", src, err)
 	}
 	return files, nil
-}
-
-func shorten(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

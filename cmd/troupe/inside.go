@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -32,15 +33,19 @@ func newSweepCmd(a *app) *cobra.Command {
 	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "sweep",
-		Short: "End every process in the container but PID 1 and the tunnel; print JSON",
-		Long: `Send TERM to every process in the container except PID 1, the tunnel and the sweep
-itself, wait up to --grace for them to exit, KILL what is left (and anything started
-meanwhile), and print a JSON report: which processes were signalled, which needed KILL,
-and which survived even that.`,
+		Short: "End every process in the container but PID 1; print JSON",
+		Long: `Send TERM to every process in the container except PID 1 (troupe init) and the sweep
+itself, wait up to --grace for them to exit, then KILL every process of the container at
+once (kill -1, which no fork can escape), and print a JSON report: which processes were
+signalled, which needed KILL, and which survived even that. It refuses to run unless
+PID 1 is troupe init: on a host it would end every process the user may signal.`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := inside.Sweep(cmd.Context(), grace, func(p inside.Proc) bool { return inside.IsTroupe(p, "tunnel") })
+			if err := inside.Undumpable(); err != nil {
+				return err
+			}
+			rep, err := inside.Sweep(cmd.Context(), grace)
 			if err != nil {
 				return err
 			}
@@ -62,7 +67,9 @@ named NAME (relay, llm). Standard output carries the tunnel: nothing else may pr
 
 The host also calls it through the same stream, saving an exec each: "prepare"
 unpacks a tar of the agents' files at / and shares the working folder between the
-agents' uids; "sweep" does what troupe sweep does and answers its JSON report.`,
+agents' uids; "sweep" does what troupe sweep does and answers its JSON report;
+"reset" empties folders for the verifier and unpacks its tests (troupe call runs the
+same calls in an exec, when the tunnel is gone).`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -74,6 +81,9 @@ agents' uids; "sweep" does what troupe sweep does and answers its JSON report.`,
 				}
 				ls = append(ls, l)
 			}
+			if err := inside.Undumpable(); err != nil {
+				return err
+			}
 			return tunnel.Container(cmd.Context(), tunnel.Stdio{In: os.Stdin, Out: os.Stdout}, ls, tunnelCalls)
 		},
 	}
@@ -81,8 +91,34 @@ agents' uids; "sweep" does what troupe sweep does and answers its JSON report.`,
 	return cmd
 }
 
+func newCallCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "call NAME [ARG]",
+		Short: "Run one of the tunnel's calls (prepare, sweep, reset) in an exec",
+		Long: `Run one of the calls the host makes through the tunnel, with its input on standard
+input and its answer on standard output: the way the host reaches troupe's in-container
+code when the tunnel has ended (an agent running as root may have killed it).`,
+		Hidden: true,
+		Args:   cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := inside.Undumpable(); err != nil {
+				return err
+			}
+			h, ok := tunnelCalls[args[0]]
+			if !ok {
+				return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("no call %q", args[0])}
+			}
+			arg := ""
+			if len(args) == 2 {
+				arg = args[1]
+			}
+			return h(cmd.Context(), arg, os.Stdin, a.stdout)
+		},
+	}
+}
+
 // tunnelCalls are what the host may ask of the tunnel, which runs as root
-// for as long as the trial does.
+// for as long as the trial does (or of troupe call, in an exec).
 var tunnelCalls = map[string]tunnel.Handler{
 	// prepare: arg {"share": DIR, "gid": N}; in: a tar of files to unpack at /.
 	"prepare": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
@@ -101,17 +137,43 @@ var tunnelCalls = map[string]tunnel.Handler{
 		}
 		return inside.Share(opts.Share, opts.GID)
 	},
-	// sweep: arg the grace period; out: the JSON report. The tunnel spares
-	// itself (it is the sweeping process) and PID 1.
+	// sweep: arg the grace period; out: the JSON report. The tunnel is the
+	// sweeping process: it and PID 1 are all that is left.
 	"sweep": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
 		grace, err := time.ParseDuration(arg)
 		if err != nil {
 			return fmt.Errorf("sweep: %w", err)
 		}
-		rep, err := inside.Sweep(ctx, grace, nil)
+		rep, err := inside.Sweep(ctx, grace)
 		if err != nil {
 			return err
 		}
 		return json.NewEncoder(out).Encode(rep)
+	},
+	// reset: arg a JSON list of {"dir", "uid", "gid", "mode"}; in: a tar to
+	// unpack at / afterwards. Each folder is emptied and given to its owner,
+	// whatever was there (inside.Reset); out: JSON {"removed": [...]}.
+	"reset": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+		var dirs []struct {
+			Dir  string      `json:"dir"`
+			UID  int         `json:"uid"`
+			GID  int         `json:"gid"`
+			Mode fs.FileMode `json:"mode"`
+		}
+		if err := json.Unmarshal([]byte(arg), &dirs); err != nil {
+			return fmt.Errorf("reset: %w", err)
+		}
+		removed := []string{}
+		for _, d := range dirs {
+			gone, err := inside.Reset(d.Dir, d.UID, d.GID, d.Mode.Perm())
+			removed = append(removed, gone...)
+			if err != nil {
+				return err
+			}
+		}
+		if err := inside.Unpack(in, "/"); err != nil {
+			return err
+		}
+		return json.NewEncoder(out).Encode(map[string]any{"removed": removed})
 	},
 }

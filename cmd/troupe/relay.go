@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/troupebench/troupe/internal/secret"
 	"io"
 	"os"
 	"path/filepath"
@@ -144,7 +145,7 @@ func runRelay(ctx context.Context, out io.Writer, opts relayOptions) (err error)
 		userPK, _ := nostr.GetPublicKey(userSK)
 		ch, err := r.OpenChannel(relay.ChannelConfig{
 			ID: opts.channel, Name: opts.channel, Members: members, Orchestrator: orchestrator,
-			UserPubkey: userPK, UserSecretKey: userSK, Transcript: transcript,
+			UserPubkey: userPK, UserSecretKey: secret.New(userSK), Transcript: transcript,
 		})
 		if err != nil {
 			return err

@@ -64,6 +64,7 @@ See docs/config.md.`,
 		newInitCmd(),
 		newSweepCmd(a),
 		newTunnelCmd(),
+		newCallCmd(a),
 	)
 	wrapArgs(root)
 	return root

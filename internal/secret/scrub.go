@@ -60,15 +60,23 @@ func (s *Scrubber) Contains(b []byte) bool {
 // Scrub returns b with every secret replaced by Redacted. It returns b
 // itself when there is nothing to replace, a new slice otherwise.
 func (s *Scrubber) Scrub(b []byte) []byte {
+	out, _ := s.scrub(b)
+	return out
+}
+
+// scrub is Scrub that also counts the replacements.
+func (s *Scrubber) scrub(b []byte) ([]byte, int) {
 	if s.Empty() {
-		return b
+		return b, 0
 	}
+	n := 0
 	for _, f := range s.forms {
-		if bytes.Contains(b, f) {
+		if k := bytes.Count(b, f); k > 0 {
+			n += k
 			b = bytes.ReplaceAll(b, f, []byte(Redacted))
 		}
 	}
-	return b
+	return b, n
 }
 
 // hold is how many bytes at the end of b could start a secret that the next
@@ -88,10 +96,11 @@ func (s *Scrubber) hold(b []byte) int {
 // that ends with a newline or a space is passed on whole, so live logs do not
 // lag.
 type Writer struct {
-	s    *Scrubber
-	w    io.Writer
-	mu   sync.Mutex
-	held []byte
+	s        *Scrubber
+	w        io.Writer
+	mu       sync.Mutex
+	held     []byte
+	replaced int
 }
 
 // Writer returns a scrubbing writer to w.
@@ -109,7 +118,8 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if len(w.held) > 0 {
 		buf = append(w.held, p...)
 	}
-	buf = w.s.Scrub(buf)
+	buf, n := w.s.scrub(buf)
+	w.replaced += n
 	keep := w.s.hold(buf)
 	out := buf[:len(buf)-keep]
 	// held must not alias p, which the caller may reuse.
@@ -133,4 +143,11 @@ func (w *Writer) Flush() error {
 	_, err := w.w.Write(w.held)
 	w.held = nil
 	return err
+}
+
+// Replaced is how many secrets the writer has replaced so far.
+func (w *Writer) Replaced() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.replaced
 }

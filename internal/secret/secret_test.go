@@ -73,8 +73,8 @@ func TestWriterSplits(t *testing.T) {
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		if out.String() != want {
-			t.Errorf("cut at %d: %q, want %q", cut, out.String(), want)
+		if out.String() != want || w.Replaced() != 2 {
+			t.Errorf("cut at %d: %q (%d replaced), want %q (2)", cut, out.String(), w.Replaced(), want)
 		}
 	}
 }

@@ -216,10 +216,13 @@ func (d *Docker) CopyIn(ctx context.Context, id string, files []runtime.File) er
 	return nil
 }
 
-// Limits of CopyOut.
+// Limits of CopyOut: its own bounds when the caller gives none, and how
+// many entries it copies and lists at most.
 const (
-	maxCopyOutFile  = 256 << 20
-	maxCopyOutTotal = 1 << 30
+	maxCopyOutFile    = 256 << 20
+	maxCopyOutTotal   = 1 << 30
+	maxCopyOutEntries = 10_000
+	maxSkippedListed  = 100
 )
 
 // CopyOut copies src out of the container into dst under dstPath. Only
@@ -227,7 +230,23 @@ const (
 // anything that would leave it), and never over a file already there;
 // links, devices, oversized files and such collisions are skipped and
 // listed.
-func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string) ([]string, error) {
+func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string, limit int64) (skipped []string, err error) {
+	if limit <= 0 {
+		limit = maxCopyOutTotal
+	}
+	var unlisted int
+	skip := func(why string) {
+		if len(skipped) < maxSkippedListed {
+			skipped = append(skipped, why)
+		} else {
+			unlisted++
+		}
+	}
+	defer func() {
+		if unlisted > 0 {
+			skipped = append(skipped, fmt.Sprintf("and %d more entries", unlisted))
+		}
+	}()
 	rc, _, err := d.cli.CopyFromContainer(ctx, id, src)
 	if err != nil {
 		return nil, fmt.Errorf("docker: copy %s out of %s: %w", src, short(id), err)
@@ -235,9 +254,8 @@ func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstP
 	defer rc.Close()
 	tr := tar.NewReader(rc)
 	base := path.Base(path.Clean(src))
-	var skipped []string
 	var total int64
-	for {
+	for entries := 0; ; entries++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return skipped, nil
@@ -250,7 +268,11 @@ func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstP
 		rel = strings.TrimPrefix(rel, "/")
 		target := path.Join(dstPath, rel)
 		if !fs.ValidPath(target) {
-			skipped = append(skipped, h.Name+" (its path leaves the destination)")
+			skip(h.Name + " (its path leaves the destination)")
+			continue
+		}
+		if entries >= maxCopyOutEntries {
+			skip(fmt.Sprintf("%s (over %d entries)", h.Name, maxCopyOutEntries))
 			continue
 		}
 		switch h.Typeflag {
@@ -259,8 +281,8 @@ func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstP
 				return skipped, fmt.Errorf("docker: copy out %s: %w", h.Name, err)
 			}
 		case tar.TypeReg:
-			if h.Size > maxCopyOutFile || total+h.Size > maxCopyOutTotal {
-				skipped = append(skipped, fmt.Sprintf("%s (%d bytes; over the copy-out limit)", h.Name, h.Size))
+			if h.Size > maxCopyOutFile || total+h.Size > limit {
+				skip(fmt.Sprintf("%s (%d bytes; over the copy-out limit of %d bytes)", h.Name, h.Size, limit))
 				continue
 			}
 			total += h.Size
@@ -271,11 +293,11 @@ func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstP
 			}
 			f, err := dst.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 			if errors.Is(err, fs.ErrExist) {
-				skipped = append(skipped, h.Name+" (a file of that name is already there: it is kept)")
+				skip(h.Name + " (a file of that name is already there: it is kept)")
 				continue
 			}
 			if err != nil {
-				skipped = append(skipped, fmt.Sprintf("%s (%v)", h.Name, err))
+				skip(fmt.Sprintf("%s (%v)", h.Name, err))
 				continue
 			}
 			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
@@ -286,7 +308,7 @@ func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstP
 				return skipped, fmt.Errorf("docker: copy out %s: %w", h.Name, err)
 			}
 		default:
-			skipped = append(skipped, h.Name+" (not a regular file or folder)")
+			skip(h.Name + " (not a regular file or folder)")
 		}
 	}
 }

@@ -261,22 +261,24 @@ func TestTunnel(t *testing.T) {
 	}
 }
 
+// TestSweep sweeps as a trial does, through the tunnel: every process but
+// PID 1 and the tunnel (the sweeping process) ends.
 func TestSweep(t *testing.T) {
 	d := newDocker(t)
 	id := trialContainer(t, d)
-	openTunnel(t, d, id, hostTargets(t))
+	tun := openTunnel(t, d, id, hostTargets(t))
 	// Agents' processes, one of which ignores TERM, and a zombie-to-be.
 	shell(t, d, id, `sleep 300 >/dev/null 2>&1 &
 sleep 300 >/dev/null 2>&1 &
 sh -c 'trap "" TERM; while :; do sleep 1; done' >/dev/null 2>&1 &
 sh -c 'sleep 0.1 & exit 0'
 exit 0`)
-	out, code, err := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--grace", "1s"}})
-	if err != nil || code != 0 {
-		t.Fatalf("sweep: %d %v %s", code, err, out)
+	out, err := tun.Call(t.Context(), "sweep", "1s", nil)
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
 	}
 	var rep inside.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("sweep report %q: %v", out, err)
 	}
 	killed := slices.ContainsFunc(rep.Signalled, func(p inside.Proc) bool { return p.Kill && strings.Contains(p.Cmd, "trap") })
@@ -299,6 +301,20 @@ exit 0`)
 	// The tunnel was spared.
 	if out, code := shell(t, d, id, "wget -qO- http://127.0.0.1:3601/"); code != 0 || out != "hello through the tunnel" {
 		t.Errorf("the sweep ended the tunnel: %q", out)
+	}
+	// troupe sweep in an exec of its own (the way when the tunnel is gone)
+	// spares only PID 1 and itself.
+	execOut, code, err := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--grace", "1s"}})
+	if err != nil || code != 0 || json.Unmarshal([]byte(execOut), &rep) != nil {
+		t.Fatalf("troupe sweep: %d %v %s", code, err, execOut)
+	}
+	if !slices.ContainsFunc(rep.Signalled, func(p inside.Proc) bool { return strings.Contains(p.Cmd, "troupe tunnel") }) || len(rep.Survivors) != 0 {
+		t.Errorf("troupe sweep in an exec: %+v", rep)
+	}
+	select {
+	case <-tun.Done():
+	case <-time.After(10 * time.Second):
+		t.Error("the tunnel still runs after troupe sweep")
 	}
 }
 
@@ -462,7 +478,7 @@ func TestCopyOutRefusesEscapes(t *testing.T) {
 	dir := t.TempDir()
 	root, _ := os.OpenRoot(dir)
 	defer root.Close()
-	skipped, err := d.CopyOut(context.Background(), id, "/out", root, "../escape")
+	skipped, err := d.CopyOut(context.Background(), id, "/out", root, "../escape", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,16 @@
 // Package inside is troupe's code that runs inside a trial container, as
 // subcommands of the same static binary: Init is PID 1 (it reaps orphaned
 // processes and idles until told to stop), Sweep ends every agent process at
-// the end of a trial (TERM, a grace period, then KILL) and reports what
-// survived. The tunnel's container end is in runtime/tunnel.
+// the end of a trial (TERM, a grace period, then one KILL to every process
+// of the container at once) and reports what survived. The tunnel's container end is in runtime/tunnel.
 package inside
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,6 +29,9 @@ import (
 // on SIGTERM): agents' orphaned children are reparented to it, and it reaps
 // them so they never pile up as zombies.
 func Init(ctx context.Context) error {
+	if err := Undumpable(); err != nil {
+		return err
+	}
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)
@@ -40,6 +45,19 @@ func Init(ctx context.Context) error {
 			reap()
 		}
 	}
+}
+
+// Undumpable makes the calling process non-dumpable: without
+// CAP_SYS_PTRACE (which trial containers do not grant), no other process
+// may ptrace it or read its memory, even one of the same uid. troupe's own
+// processes in a container — init, the tunnel, the sweep — run as root,
+// like agents with agent_user: root; this keeps such an agent from running
+// its code inside them, where a sweep would spare it.
+func Undumpable() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the process non-dumpable: %w", err)
+	}
+	return nil
 }
 
 // reap collects every child that has exited.
@@ -59,25 +77,49 @@ type Proc struct {
 	UID  int    `json:"uid"`
 	Cmd  string `json:"cmd"`
 	Kill bool   `json:"killed,omitempty"` // needed KILL after the grace period
+	// Note says what is unusual about the process: a main thread that
+	// exited while others run on, a process stuck in the kernel.
+	Note string `json:"note,omitempty"`
 }
 
 // Report says what a sweep did.
 type Report struct {
-	// Signalled are the processes sent TERM.
+	// Signalled are the processes sent TERM (and KILL where marked).
 	Signalled []Proc `json:"signalled"`
 	// Survivors are still alive after KILL: a process stuck in the kernel.
+	// Their code cannot run again (KILL is pending), but the verdict of a
+	// trial with survivors is not trusted.
 	Survivors []Proc `json:"survivors"`
 }
 
-// Sweep ends every process of the container except PID 1, itself and those
-// keep spares: TERM, then up to grace for them to exit, then KILL for the
-// rest, and again for any process started meanwhile. It waits on pidfds, not
-// by polling, where the kernel has them.
-func Sweep(ctx context.Context, grace time.Duration, keep func(Proc) bool) (Report, error) {
+// ErrNotInTrialContainer refuses a sweep outside a trial container: it
+// would end every process its user may signal.
+var ErrNotInTrialContainer = errors.New("sweep: not in a trial container (PID 1 is not troupe init); refusing to signal every process")
+
+// killTimeout bounds the wait for killed processes to be gone.
+const killTimeout = 2 * time.Second
+
+// Sweep ends every process of the trial container but PID 1 (troupe init)
+// and the sweeping process itself: TERM to each, up to grace for them to
+// exit, then one KILL to every process of the container's PID namespace at
+// once, and a check that nothing is left.
+//
+// The KILL is kill(-1, SIGKILL): the kernel delivers it to every process
+// of the namespace while holding the lock that fork needs, and a fork that
+// races it fails, so no process can escape by forking a successor, however
+// fast. A thread group whose main thread has exited (it shows as a zombie
+// in /proc while its other threads run on) is one process to the kernel
+// and is killed with the rest; the listing counts it as live.
+//
+// It refuses to run unless PID 1 is troupe init: on a host, kill(-1) would
+// end every process the user may signal.
+func Sweep(ctx context.Context, grace time.Duration) (Report, error) {
 	var rep Report
+	if err := checkTrialContainer(); err != nil {
+		return rep, err
+	}
 	self := os.Getpid()
-	spare := func(p Proc) bool { return p.PID == 1 || p.PID == self || keep != nil && keep(p) }
-	targets, err := victims(spare)
+	targets, err := live(self)
 	if err != nil {
 		return rep, err
 	}
@@ -98,48 +140,58 @@ func Sweep(ctx context.Context, grace time.Duration, keep func(Proc) bool) (Repo
 		}
 	}
 	waitExit(ctx, fds, grace)
-	// Whatever is left, and whatever was started meanwhile, gets KILL, until
-	// nothing is left or three rounds have passed.
-	for round := 0; round < 3; round++ {
-		left, err := victims(spare)
-		if err != nil {
-			return rep, err
+	left, err := live(self)
+	if err != nil {
+		return rep, err
+	}
+	if len(left) == 0 {
+		return rep, nil
+	}
+	for _, p := range left {
+		if i := slices.IndexFunc(rep.Signalled, func(s Proc) bool { return s.PID == p.PID }); i >= 0 {
+			rep.Signalled[i].Kill = true
+		} else {
+			p.Kill = true
+			rep.Signalled = append(rep.Signalled, p)
 		}
-		if len(left) == 0 {
-			return rep, nil
-		}
-		killFDs := map[int]int{}
-		for _, p := range left {
-			fd, ok := fds[p.PID]
-			if !ok {
-				if fd, err = unix.PidfdOpen(p.PID, 0); err != nil {
-					continue
-				}
+		if _, ok := fds[p.PID]; !ok {
+			if fd, err := unix.PidfdOpen(p.PID, 0); err == nil {
 				fds[p.PID] = fd
 			}
-			killFDs[p.PID] = fd
-			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-			if i := slices.IndexFunc(rep.Signalled, func(s Proc) bool { return s.PID == p.PID }); i >= 0 {
-				rep.Signalled[i].Kill = true
-			} else {
-				p.Kill = true
-				rep.Signalled = append(rep.Signalled, p)
-			}
 		}
-		waitExit(ctx, killFDs, time.Second)
 	}
-	rep.Survivors, err = victims(spare)
+	if err := unix.Kill(-1, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return rep, fmt.Errorf("sweep: kill every process: %w", err)
+	}
+	killed := map[int]int{}
+	for _, p := range left {
+		if fd, ok := fds[p.PID]; ok {
+			killed[p.PID] = fd
+		}
+	}
+	waitExit(ctx, killed, killTimeout)
+	rep.Survivors, err = live(self)
 	return rep, err
+}
+
+// checkTrialContainer makes sure the sweep runs where kill(-1) reaches the
+// trial's processes only: in a PID namespace whose PID 1 is troupe init.
+func checkTrialContainer() error {
+	if os.Getpid() == 1 {
+		return ErrNotInTrialContainer
+	}
+	p, _, ok := readProc(1)
+	if !ok || !IsTroupe(p, "init") {
+		return ErrNotInTrialContainer
+	}
+	return nil
 }
 
 // waitExit waits until every pidfd is readable (its process exited) or the
 // timeout passes.
 func waitExit(ctx context.Context, fds map[int]int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
-	pending := map[int]int{}
-	for pid, fd := range fds {
-		pending[pid] = fd
-	}
+	pending := maps.Clone(fds)
 	for len(pending) > 0 && ctx.Err() == nil {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -166,9 +218,10 @@ func waitExit(ctx context.Context, fds map[int]int, timeout time.Duration) {
 	}
 }
 
-// victims lists the live processes a sweep would end. Zombies have exited
-// already and are left for Init to reap.
-func victims(spare func(Proc) bool) ([]Proc, error) {
+// live lists the processes of the container that can still run code, but
+// PID 1 and self. A process whose /proc entry is a zombie is live while any
+// of its threads is not: its main thread exited, the others run on.
+func live(self int) ([]Proc, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("sweep: list processes: %w", err)
@@ -176,16 +229,55 @@ func victims(spare func(Proc) bool) ([]Proc, error) {
 	var out []Proc
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == 1 || pid == self {
 			continue
 		}
 		p, state, ok := readProc(pid)
-		if !ok || state == 'Z' || spare(p) {
+		if !ok {
 			continue
+		}
+		switch state {
+		case 'Z', 'X':
+			running := runningThreads(pid)
+			if running == 0 {
+				continue // exited; init reaps it
+			}
+			p.Note = fmt.Sprintf("main thread exited; %d threads still running", running)
+		case 'D':
+			p.Note = "in uninterruptible sleep (stuck in the kernel)"
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// runningThreads counts a process's threads that have not exited.
+func runningThreads(pid int) int {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, t := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		if state, ok := statState(stat); ok && state != 'Z' && state != 'X' {
+			n++
+		}
+	}
+	return n
+}
+
+// statState reads the state field of a /proc stat line: the field after the
+// command, which is in parentheses and may itself hold ") ".
+func statState(stat []byte) (byte, bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return 0, false
+	}
+	return stat[i+2], true
 }
 
 func readProc(pid int) (Proc, byte, bool) {
@@ -193,18 +285,17 @@ func readProc(pid int) (Proc, byte, bool) {
 	if err != nil {
 		return Proc{}, 0, false
 	}
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 || i+2 >= len(stat) {
+	state, ok := statState(stat)
+	if !ok {
 		return Proc{}, 0, false
 	}
-	state := stat[i+2]
 	p := Proc{PID: pid}
 	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 		p.Cmd = strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))
 	}
 	if p.Cmd == "" {
-		open := strings.IndexByte(string(stat), '(')
-		p.Cmd = "[" + string(stat[open+1:i]) + "]"
+		open := bytes.IndexByte(stat, '(')
+		p.Cmd = "[" + string(stat[open+1:bytes.LastIndexByte(stat, ')')]) + "]"
 	}
 	if info, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
 		if st, ok := info.Sys().(*syscall.Stat_t); ok {
@@ -215,7 +306,7 @@ func readProc(pid int) (Proc, byte, bool) {
 }
 
 // IsTroupe reports whether a process runs troupe's own binary with the given
-// subcommand (the tunnel is spared by a sweep this way).
+// subcommand (a sweep checks that PID 1 is troupe init this way).
 func IsTroupe(p Proc, sub string) bool {
 	fields := strings.Fields(p.Cmd)
 	return len(fields) >= 2 && filepath.Base(fields[0]) == "troupe" && fields[1] == sub

@@ -5,11 +5,14 @@ package inside
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,34 +20,84 @@ import (
 	"github.com/troupebench/troupe/runtime"
 )
 
-// TestSweepOwnChildren sweeps only the processes this test starts: a sweep
-// that spared nothing would signal everything the test's user may signal.
-func TestSweepOwnChildren(t *testing.T) {
-	plain := exec.Command("sleep", "300")
-	stubborn := exec.Command("sh", "-c", `trap "" TERM; while :; do sleep 1; done`)
-	for _, c := range []*exec.Cmd{plain, stubborn} {
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go c.Wait() // reap them, as init would
+// TestSweepRefusesOutsideATrialContainer: on a host, kill(-1) would end
+// every process the user may signal.
+func TestSweepRefusesOutsideATrialContainer(t *testing.T) {
+	if _, err := Sweep(t.Context(), time.Millisecond); !errors.Is(err, ErrNotInTrialContainer) {
+		t.Fatalf("a sweep outside a trial container returned %v", err)
 	}
-	mine := []int{plain.Process.Pid, stubborn.Process.Pid}
-	time.Sleep(100 * time.Millisecond) // let the shell install its trap
-	start := time.Now()
-	rep, err := Sweep(t.Context(), 500*time.Millisecond, func(p Proc) bool { return !slices.Contains(mine, p.PID) })
+}
+
+// buildEscaper builds testdata/escaper, a program that tries to outlive a
+// sweep.
+func buildEscaper(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "escaper")
+	cmd := exec.Command("go", "build", "-o", out, "./testdata/escaper")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the escaper: %v\n%s", err, b)
+	}
+	return out
+}
+
+// TestLiveCountsAProcessWhoseMainThreadExited: /proc shows it as a zombie,
+// but its other threads run; a listing that skips zombies misses it.
+func TestLiveCountsAProcessWhoseMainThreadExited(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	esc := exec.Command(buildEscaper(t), "thread", src, dst)
+	if err := esc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		esc.Process.Kill()
+		esc.Wait()
+	})
+	// Its main thread exits after 50 ms; then its other threads still act.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stat, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(esc.Process.Pid), "stat"))
+		if state, ok := statState(stat); ok && state == 'Z' || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	os.WriteFile(src, []byte("the answer"), 0o644)
+	for time.Now().Before(deadline) {
+		if data, _ := os.ReadFile(dst); string(data) == "the answer" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if data, _ := os.ReadFile(dst); string(data) != "the answer" {
+		t.Fatal("the escaper did not act after its main thread exited; the test proves nothing")
+	}
+	procs, err := live(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Signalled) != 2 || len(rep.Survivors) != 0 {
-		t.Fatalf("report %+v", rep)
+	i := slices.IndexFunc(procs, func(p Proc) bool { return p.PID == esc.Process.Pid })
+	if i < 0 {
+		t.Fatalf("live does not list the escaper (pid %d), whose main thread exited and whose other threads run", esc.Process.Pid)
 	}
-	for _, p := range rep.Signalled {
-		if want := p.PID == stubborn.Process.Pid; p.Kill != want {
-			t.Errorf("%+v: killed %v, want %v", p, p.Kill, want)
+	if !strings.Contains(procs[i].Note, "main thread exited") {
+		t.Errorf("its note is %q", procs[i].Note)
+	}
+}
+
+func TestStatState(t *testing.T) {
+	for stat, want := range map[string]byte{
+		"12 (sleep) S 1 12 12":            'S',
+		"13 (a) b) Z 1":                   'Z',
+		"14 (with ) paren) R 1 2 3 4 5 6": 'R',
+	} {
+		if got, ok := statState([]byte(stat)); !ok || got != want {
+			t.Errorf("%q: %c %v, want %c", stat, got, ok, want)
 		}
 	}
-	if elapsed := time.Since(start); elapsed < 500*time.Millisecond || elapsed > 5*time.Second {
-		t.Errorf("the sweep took %v with a 500ms grace", elapsed)
+	if _, ok := statState([]byte("15 (broken")); ok {
+		t.Error("a stat line without the closing parenthesis was read")
 	}
 }
 
@@ -147,5 +200,73 @@ func TestUnpack(t *testing.T) {
 		if err := Unpack(&b, root); err == nil {
 			t.Errorf("%s was unpacked", h.Name)
 		}
+	}
+}
+
+// TestReset: whatever an agent left where the verifier will write or read,
+// the folder ends up empty, real and the verifier's, and the record says
+// what was there.
+func TestReset(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("giving a folder to another owner needs root")
+	}
+	for _, c := range []struct {
+		name   string
+		plant  func(root string)
+		listed []string
+	}{
+		{"absent", func(string) {}, nil},
+		{"a reward written in advance", func(root string) {
+			os.MkdirAll(filepath.Join(root, "logs/verifier"), 0o777)
+			os.WriteFile(filepath.Join(root, "logs/verifier/reward.txt"), []byte("1\n"), 0o644)
+		}, []string{"logs/verifier/reward.txt (2 bytes)"}},
+		{"the folder is a link to the agent's", func(root string) {
+			os.MkdirAll(filepath.Join(root, "logs"), 0o755)
+			os.MkdirAll(filepath.Join(root, "app/fake"), 0o777)
+			os.WriteFile(filepath.Join(root, "app/fake/reward.txt"), []byte("1\n"), 0o644)
+			os.Symlink(filepath.Join(root, "app/fake"), filepath.Join(root, "logs/verifier"))
+		}, []string{"logs/verifier (a link to"}},
+		{"the parent is a link", func(root string) {
+			os.MkdirAll(filepath.Join(root, "app/fakelogs/verifier"), 0o777)
+			os.WriteFile(filepath.Join(root, "app/fakelogs/verifier/reward.txt"), []byte("1\n"), 0o644)
+			os.Symlink(filepath.Join(root, "app/fakelogs"), filepath.Join(root, "logs"))
+		}, []string{"logs (a link to"}},
+		{"a file where the folder goes", func(root string) {
+			os.MkdirAll(filepath.Join(root, "logs"), 0o755)
+			os.WriteFile(filepath.Join(root, "logs/verifier"), []byte("x"), 0o644)
+		}, []string{"logs/verifier (1 bytes)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			c.plant(root)
+			dir := filepath.Join(root, "logs/verifier")
+			removed, err := Reset(dir, 4321, 4322, 0o755)
+			if err != nil {
+				t.Fatal(err)
+			}
+			joined := strings.Join(removed, "\n")
+			for _, want := range c.listed {
+				if !strings.Contains(joined, filepath.Join(root, want)) {
+					t.Errorf("removed %q does not name %s", removed, want)
+				}
+			}
+			if len(c.listed) == 0 && len(removed) != 0 {
+				t.Errorf("removed %q from nothing", removed)
+			}
+			for _, p := range []string{filepath.Join(root, "logs"), dir} {
+				if info, err := os.Lstat(p); err != nil || !info.IsDir() {
+					t.Fatalf("%s is not a real folder: %v %v", p, info, err)
+				}
+			}
+			entries, _ := os.ReadDir(dir)
+			info, _ := os.Lstat(dir)
+			st := info.Sys().(*syscall.Stat_t)
+			if len(entries) != 0 || st.Uid != 4321 || st.Gid != 4322 || info.Mode().Perm() != 0o755 {
+				t.Errorf("after Reset: %d entries, owner %d:%d, mode %v", len(entries), st.Uid, st.Gid, info.Mode())
+			}
+		})
+	}
+	if _, err := Reset("relative", 0, 0, 0o755); err == nil {
+		t.Error("a relative folder was reset")
 	}
 }

@@ -218,7 +218,7 @@ func copyOut(t *testing.T, rt runtime.Runtime, cfg Config) {
 	defer root.Close()
 	os.MkdirAll(filepath.Join(dir, "artifacts"), 0o755)
 	os.WriteFile(filepath.Join(dir, "artifacts", "a.txt"), []byte("the caller's\n"), 0o644)
-	skipped, err := rt.CopyOut(context.Background(), id, "/logs/artifacts", root, "artifacts")
+	skipped, err := rt.CopyOut(context.Background(), id, "/logs/artifacts", root, "artifacts", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +233,16 @@ func copyOut(t *testing.T, rt runtime.Runtime, cfg Config) {
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "artifacts", "link")); err == nil {
 		t.Error("a symlink was copied out")
+	}
+	// A byte limit: what fits is copied, the rest skipped and listed.
+	sh(t, rt, id, "mkdir -p /big && head -c 3000 /dev/zero > /big/a && head -c 3000 /dev/zero > /big/b")
+	skipped, err = rt.CopyOut(context.Background(), id, "/big", root, "big", 4000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, _ := filepath.Glob(filepath.Join(dir, "big", "*"))
+	if len(copied) != 1 || len(skipped) != 1 || !strings.Contains(skipped[0], "over the copy-out limit") {
+		t.Errorf("with a 4000-byte limit, two 3000-byte files: copied %v, skipped %v", copied, skipped)
 	}
 }
 

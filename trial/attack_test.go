@@ -1,0 +1,181 @@
+package trial
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nbd-wtf/go-nostr/nip19"
+	"github.com/troupebench/troupe/internal/capfile"
+	"github.com/troupebench/troupe/internal/secret"
+	"github.com/troupebench/troupe/trial/outcome"
+)
+
+// The tests here attack a trial from inside, as an agent that wants a verdict
+// it did not earn or wants its secrets on the record, and check that troupe
+// holds.
+
+// escapeTask copies testdata/tasks/escape with the escaper program built
+// into its image.
+func escapeTask(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "escape")
+	if err := os.CopyFS(dir, os.DirFS("testdata/tasks/escape")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "environment", "escaper"), "./testdata/escaper")
+	cmd.Dir = "../runtime/inside"
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the escaper: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// TestNoAgentCodeRunsAfterTheSweep: an agent leaves a process whose main
+// thread exited (it shows as a zombie while another thread copies the
+// verifier's answer into place) and a chain that ignores TERM and keeps
+// starting its successor. Neither may act during the verifier: the trial
+// fails, as the team never solved the task.
+func TestNoAgentCodeRunsAfterTheSweep(t *testing.T) {
+	env := testEnv(t)
+	res, dir := runTrial(t, env, "testdata/manifests/attack-escape.yaml", escapeTask(t))
+	out, _ := os.ReadFile(filepath.Join(dir, "verifier", "test-stdout.txt"))
+	if res.Outcome != outcome.Failed || strings.Contains(string(out), "FORGED") {
+		t.Fatalf("outcome %s, reward %v: agent code ran during the verifier:\n%s", res.Outcome, res.Reward, out)
+	}
+	if res.Sweep == nil {
+		t.Fatal("no sweep report")
+	}
+	var zombie, chain bool
+	for _, p := range res.Sweep.Signalled {
+		zombie = zombie || strings.Contains(p.Note, "main thread exited") && p.Kill
+		chain = chain || strings.Contains(p.Cmd, "escaper chain")
+	}
+	if !zombie || !chain || len(res.Sweep.Survivors) != 0 {
+		t.Errorf("the sweep report does not show both escapers killed: %+v", res.Sweep)
+	}
+	if log, _ := os.ReadFile(filepath.Join(dir, "trial.log")); !strings.Contains(string(log), "main thread exited") {
+		t.Error("trial.log does not name the process whose main thread exited")
+	}
+}
+
+// TestVerifierStartsClean: an agent running as root writes the reward
+// before the verifier and plants a file among the tests. The verifier
+// writes no reward of its own, so the trial is a verifier error, and what
+// the agent left is removed and on the record.
+func TestVerifierStartsClean(t *testing.T) {
+	env := testEnv(t)
+	res, dir := runTrial(t, env, "testdata/manifests/attack-prewrite.yaml", "testdata/tasks/no-reward")
+	if res.Outcome != outcome.VerifierError || res.Reward != nil {
+		t.Fatalf("outcome %s, reward %v: the agent's reward counted", res.Outcome, res.Reward)
+	}
+	removed := strings.Join(res.RemovedBeforeVerifier, "\n")
+	for _, want := range []string{"/logs/verifier/reward.txt", "/tests/planted.sh"} {
+		if !strings.Contains(removed, want) {
+			t.Errorf("the result does not list %s as removed: %q", want, res.RemovedBeforeVerifier)
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "trial.log"))
+	if !strings.Contains(string(log), "removed before the verifier ran") || !strings.Contains(string(log), "reward.txt") {
+		t.Error("trial.log does not record what was removed")
+	}
+	if out, _ := os.ReadFile(filepath.Join(dir, "verifier", "test-stdout.txt")); strings.Contains(string(out), "planted") {
+		t.Errorf("the verifier saw the planted file:\n%s", out)
+	}
+}
+
+// TestNoSecretInAnyFile: an agent prints its key and token in its tool
+// results, into its own stderr and into an artifact. The verifier tells the
+// test the trial's secrets (reversed, which no scrubber looks for); no file
+// of the trial folder may hold any of them, in any form the trial knows.
+func TestNoSecretInAnyFile(t *testing.T) {
+	env := testEnv(t)
+	res, dir := runTrial(t, env, "testdata/manifests/attack-leak.yaml", "testdata/tasks/reveal")
+	if res.Outcome != outcome.Failed {
+		t.Fatalf("outcome %s: %+v", res.Outcome, res.ExceptionInfo)
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, "verifier", "test-stdout.txt"))
+	var secrets []string
+	for line := range strings.Lines(string(out)) {
+		if rev, ok := strings.CutPrefix(strings.TrimSpace(line), "reversed "); ok {
+			r := []rune(rev)
+			slices.Reverse(r)
+			s := string(r)
+			secrets = append(secrets, s, strings.ToUpper(s))
+			if nsec, err := nip19.EncodePrivateKey(s); err == nil && len(s) == 64 {
+				secrets = append(secrets, nsec)
+			}
+		}
+	}
+	if len(secrets) < 4 {
+		t.Fatalf("the verifier revealed %d secrets; want the key and the token:\n%s", len(secrets), out)
+	}
+	grepFolder(t, dir, secrets)
+	// The secrets reached the files and were replaced there: the test
+	// would prove nothing if the agent had printed nothing.
+	for _, f := range []string{"agents/solo-1/stderr.log", "artifacts/leak.txt", "artifacts/upper.txt"} {
+		if data, _ := os.ReadFile(filepath.Join(dir, f)); !strings.Contains(string(data), secret.Redacted) {
+			t.Errorf("%s shows no redaction: the attack did not reach it", f)
+		}
+	}
+}
+
+// grepFolder fails for every file under dir that holds one of the values.
+func grepFolder(t *testing.T, dir string, values []string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, _ := os.ReadFile(p)
+		for _, v := range values {
+			if bytes.Contains(data, []byte(v)) {
+				t.Errorf("%s holds a secret the trial minted (%s…)", p, v[:6])
+			}
+		}
+		return nil
+	})
+}
+
+// TestAgentOutputIsBounded: an agent writes 30 MB into its own standard
+// output, past the agent; the log keeps its bound's head and tail and says
+// what it dropped.
+func TestAgentOutputIsBounded(t *testing.T) {
+	env := testEnv(t)
+	res, dir := runTrial(t, env, "testdata/manifests/attack-flood.yaml", helloWorld)
+	if res.CompletionReason != DeclaredDone {
+		t.Fatalf("%s: %+v", res.CompletionReason, res.ExceptionInfo)
+	}
+	path := filepath.Join(dir, "agents", "solo-1", "stdout.log")
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := DefaultBounds.AgentOutput
+	if info.Size() > lim.Head+lim.Tail+1024 {
+		t.Errorf("stdout.log is %d bytes; the bound is %d", info.Size(), lim.Head+lim.Tail)
+	}
+	data, _ := os.ReadFile(path)
+	if !bytes.Contains(data, []byte("first-line")) || !bytes.Contains(data, []byte("last-line")) || !bytes.Contains(data, []byte(capfile.TextMarkerPrefix)) {
+		t.Error("stdout.log lacks its first line, its last line or the marker of what was dropped")
+	}
+	dropped := res.Truncated["agents/solo-1/stdout.log"]
+	if dropped < 30_000_000-lim.Head-lim.Tail || dropped > 30_000_000 {
+		t.Errorf("the result records %d bytes dropped from stdout.log: %v", dropped, res.Truncated)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "agents", "solo-1", ".*"))
+	if len(left) != 0 {
+		t.Errorf("chunk files left: %v", left)
+	}
+	var rec map[string]any
+	if b, _ := os.ReadFile(filepath.Join(dir, "result.json")); json.Unmarshal(b, &rec) != nil || rec["truncated"] == nil {
+		t.Error("result.json does not say which files were cut")
+	}
+}

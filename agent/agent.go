@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/internal/clip"
 )
 
 // Kinds and tags of the relay's channels.
@@ -333,7 +334,7 @@ func (a *Agent) turn(ctx context.Context, trigger *nostr.Event) {
 		msgs = append(msgs, reply)
 		if len(reply.ToolCalls) == 0 {
 			if reply.Content != nil {
-				a.log.Info("final answer (not sent; only send_message reaches the channel)", "text", shorten(*reply.Content, 300))
+				a.log.Info("final answer (not sent; only send_message reaches the channel)", "text", clip.Head(*reply.Content, 300))
 			}
 			// A turn that reached nobody, once: an answer in plain text is
 			// a common slip, and an orchestrator's would leave the trial
@@ -349,7 +350,7 @@ func (a *Agent) turn(ctx context.Context, trigger *nostr.Event) {
 			sent = sent || tc.Function.Name == "send_message"
 			t0 := time.Now()
 			res := a.runTool(ctx, tc.Function.Name, tc.Function.Arguments)
-			a.log.Info("tool call", "tool", tc.Function.Name, "args", shorten(tc.Function.Arguments, 300), "failed", res.failed, "duration", time.Since(t0).Round(time.Millisecond).String(), "result", shorten(res.content, 200))
+			a.log.Info("tool call", "tool", tc.Function.Name, "args", clip.Head(tc.Function.Arguments, 300), "failed", res.failed, "duration", time.Since(t0).Round(time.Millisecond).String(), "result", clip.Head(res.content, 200))
 			msgs = append(msgs, message{Role: "tool", ToolCallID: tc.ID, Content: text(res.content)})
 		}
 		shrinkToolResults(msgs, toolResultsBudget)
@@ -403,7 +404,7 @@ func (a *Agent) conversation(trigger *nostr.Event) []message {
 		if ev.ID == trigger.ID {
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("%s: %s", a.team.name(ev.PubKey), shorten(ev.Content, 2000)))
+		lines = append(lines, fmt.Sprintf("%s: %s", a.team.name(ev.PubKey), clip.Head(ev.Content, 2000)))
 	}
 	a.mu.Unlock()
 	if len(lines) > historyShow {
@@ -456,9 +457,8 @@ func (a *Agent) send(ctx context.Context, content string, mentions []string) err
 // fail reports an unrecoverable model failure in the channel, then stops
 // taking turns: an idle agent is better than one spinning on errors.
 func (a *Agent) fail(ctx context.Context, err error) {
-	var budget *errBudget
 	what := "my model call failed"
-	if errors.As(err, &budget) {
+	if _, ok := errors.AsType[*errBudget](err); ok {
 		what = "my budget is exhausted"
 	}
 	a.log.Error("giving up", "err", err.Error())
@@ -471,11 +471,4 @@ func (a *Agent) fail(ctx context.Context, err error) {
 	if serr := a.send(context.WithoutCancel(ctx), msg, []string{to}); serr != nil {
 		a.log.Error("could not report the failure", "err", serr.Error())
 	}
-}
-
-func shorten(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }

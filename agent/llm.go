@@ -88,8 +88,7 @@ func (c *llmClient) chat(ctx context.Context, msgs []message, tools []toolSpec) 
 			return resp, nil
 		}
 		last = err
-		var budget *errBudget
-		if errors.As(err, &budget) || ctx.Err() != nil || !retryable(status) || attempt == maxAttempts {
+		if _, spent := errors.AsType[*errBudget](err); spent || ctx.Err() != nil || !retryable(status) || attempt == maxAttempts {
 			return nil, err
 		}
 		wait := retryAfter

@@ -2,11 +2,11 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/troupebench/troupe/internal/secret"
 	"io"
 	"net"
 	"os"
@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/internal/secret"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/llm"
@@ -197,7 +199,7 @@ func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harne
 	if h.proxy != nil {
 		h.proxy.setTarget(strings.TrimPrefix(h.relay.URL(), "ws://"))
 	}
-	relayURL = cmpOr(relayURL, h.relay.URL())
+	relayURL = cmp.Or(relayURL, h.relay.URL())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -269,7 +271,7 @@ func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harne
 			EnvLLMTokenFile:     h.file(secrets, "token", token, 0o600),
 			EnvChannel:          channel,
 			EnvLLMBaseURL:       baseURL,
-			EnvModel:            cmpOr(opts.model, m.id),
+			EnvModel:            cmp.Or(opts.model, m.id),
 			EnvSystemPromptFile: h.file(secrets, "prompt.md", opts.system, 0o644),
 			EnvMaxRounds:        "8",
 			EnvDeadline:         deadline.Format(time.RFC3339Nano),

@@ -46,8 +46,8 @@ type errRefused struct{ reason string }
 func (e *errRefused) Error() string { return "relay refused: " + e.reason }
 
 func authRequired(err error) bool {
-	var r *errRefused
-	return errors.As(err, &r) && strings.HasPrefix(r.reason, "auth-required:")
+	r, ok := errors.AsType[*errRefused](err)
+	return ok && strings.HasPrefix(r.reason, "auth-required:")
 }
 
 func dialRelay(ctx context.Context, url, sk, pk string) (*relayConn, error) {

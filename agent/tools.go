@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,7 +92,7 @@ func (a *Agent) runTool(ctx context.Context, name, rawArgs string) toolResult {
 		}
 		return toolResult{fmt.Sprintf("wrote %d bytes to %s", len(content), p), false}
 	case "list_dir":
-		p := a.path(cmpOr(get("path"), "."))
+		p := a.path(cmp.Or(get("path"), "."))
 		entries, err := os.ReadDir(p)
 		if err != nil {
 			return toolResult{"error: " + err.Error(), true}
@@ -128,13 +129,6 @@ func (a *Agent) runTool(ctx context.Context, name, rawArgs string) toolResult {
 	return toolResult{fmt.Sprintf("error: there is no tool %q; the tools are shell, read_file, write_file, list_dir and send_message", name), true}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 func (a *Agent) path(p string) string {
 	if filepath.IsAbs(p) {
 		return p
@@ -163,7 +157,9 @@ func (a *Agent) shell(ctx context.Context, command string, timeout time.Duration
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	code := 0
-	var exitErr *exec.ExitError
+	if exitErr, ok := errors.AsType[*exec.ExitError](err); ok {
+		code, err = exitErr.ExitCode(), nil
+	}
 	switch {
 	case ctx.Err() != nil:
 		return toolResult{fmt.Sprintf("error: the command did not finish within %s and was killed\n%s", timeout, out.String()), true}
@@ -171,8 +167,6 @@ func (a *Agent) shell(ctx context.Context, command string, timeout time.Duration
 		// The command exited, but something it started in the background
 		// held its output open; that was stopped with the group.
 		return toolResult{fmt.Sprintf("exit 0\n%s\n(a background process kept the output open and was stopped: every process a command starts ends with it)", out.String()), false}
-	case errors.As(err, &exitErr):
-		code = exitErr.ExitCode()
 	case err != nil:
 		return toolResult{"error: " + err.Error(), true}
 	}

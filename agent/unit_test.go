@@ -151,14 +151,14 @@ func TestDecodeAnswer(t *testing.T) {
 		{status: 503, body: "upstream down", err: "503 upstream down"},
 	} {
 		resp, status, wait, err := decodeAnswer(tc.status, tc.header, []byte(tc.body))
-		var budget *errBudget
+		_, budget := errors.AsType[*errBudget](err)
 		switch {
 		case tc.budget:
-			if !errors.As(err, &budget) {
+			if !budget {
 				t.Errorf("%s: %v, want a budget refusal", tc.body, err)
 			}
 		case tc.err != "":
-			if err == nil || !strings.Contains(err.Error(), tc.err) || errors.As(err, &budget) {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || budget {
 				t.Errorf("%s: %v, want %q", tc.body, err, tc.err)
 			}
 		default:

@@ -58,25 +58,68 @@ func checkStatic(data []byte) error {
 	return nil
 }
 
-// SelfBinary returns the running executable if it is static, and otherwise
-// builds one from the module source in moduleDir (when moduleDir holds
-// troupe's go.mod and the go command is found) into cacheDir. The error says
-// how to provide one.
-func SelfBinary(ctx context.Context, moduleDir, cacheDir string) (*Binary, error) {
+// Module is troupe's module path: a folder is troupe's source when its
+// go.mod declares it.
+const Module = "github.com/troupebench/troupe"
+
+// SelfBinary returns a static troupe for the containers: the running
+// executable when it is static; otherwise one built from troupe's source —
+// the first of sources whose go.mod is troupe's — into cacheDir, once per
+// running executable (a build with cgo, the default where a C compiler is
+// installed, needs a dynamic loader no task image has). built says where the
+// copy came from ("" for the running executable); the error says how to get
+// a static troupe.
+func SelfBinary(ctx context.Context, sources []string, cacheDir string) (b *Binary, built string, err error) {
 	self, err := os.Executable()
-	if err == nil {
-		if b, err := LoadBinary(self); err == nil {
-			return b, nil
+	if err != nil {
+		return nil, "", fmt.Errorf("find the running troupe: %w", err)
+	}
+	b, err = LoadBinary(self)
+	if !errors.Is(err, ErrNotStatic) {
+		return b, "", err
+	}
+	src := ""
+	for _, dir := range sources {
+		if isTroupeSource(dir) {
+			src = dir
+			break
 		}
 	}
-	if moduleDir == "" {
-		return nil, fmt.Errorf("the running troupe is %w and no source is at hand to build one; build troupe with CGO_ENABLED=0 go build -o troupe ./cmd/troupe", ErrNotStatic)
+	if src == "" {
+		return nil, "", fmt.Errorf("%w; troupe builds a static copy from its source when it can find it, and found none: "+
+			"build troupe with CGO_ENABLED=0 (CGO_ENABLED=0 go install %s/cmd/troupe@latest, or CGO_ENABLED=0 go build -o troupe ./cmd/troupe in a checkout)", err, Module)
 	}
-	out := filepath.Join(cacheDir, "troupe")
-	if err := BuildBinary(ctx, moduleDir, out); err != nil {
-		return nil, err
+	data, err := os.ReadFile(self)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the running troupe: %w", err)
 	}
-	return LoadBinary(out)
+	sum := sha256.Sum256(data)
+	out := filepath.Join(cacheDir, "troupe-static-"+hex.EncodeToString(sum[:8]))
+	if b, err := LoadBinary(out); err == nil {
+		return b, src, nil
+	}
+	tmp := out + ".build"
+	if err := BuildBinary(ctx, src, tmp); err != nil {
+		return nil, "", err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return nil, "", fmt.Errorf("build a static troupe: %w", err)
+	}
+	b, err = LoadBinary(out)
+	return b, src, err
+}
+
+// isTroupeSource reports whether dir holds troupe's module.
+func isTroupeSource(dir string) bool {
+	if dir == "" {
+		return false
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	return string(bytes.TrimSpace(line)) == "module "+Module
 }
 
 // BuildBinary builds a static linux/amd64 troupe from the module at

@@ -35,12 +35,12 @@ type Bounds struct {
 	Logs int64
 }
 
-// DefaultBounds keep a trial folder under about 200 MiB however its agents
-// and verifier behave.
+// DefaultBounds keep a trial folder under 24 MiB per agent and 128 MiB
+// more, however its agents and verifier behave.
 var DefaultBounds = Bounds{
 	AgentOutput:    capfile.Limit{Head: 4 << 20, Tail: 4 << 20},
-	Calls:          capfile.Limit{Head: 8 << 20, Tail: 8 << 20, Lines: true},
-	Transcript:     capfile.Limit{Head: 32 << 20, Tail: 32 << 20, Lines: true},
+	Calls:          capfile.Limit{Head: 4 << 20, Tail: 4 << 20, Lines: true},
+	Transcript:     capfile.Limit{Head: 16 << 20, Tail: 16 << 20, Lines: true},
 	Audit:          capfile.Limit{Head: 4 << 20, Tail: 4 << 20, Lines: true},
 	TrialLog:       capfile.Limit{Head: 4 << 20, Tail: 4 << 20},
 	VerifierOutput: capfile.Limit{Head: 4 << 20, Tail: 4 << 20},

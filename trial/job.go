@@ -268,6 +268,7 @@ func (j *job) runTrial(ctx context.Context, p planned) error {
 	j.res.Stats.Pending--
 	j.res.Stats.Running++
 	j.mu.Unlock()
+	j.write() // a reader of result.json sees the trial running
 	defer func() {
 		j.mu.Lock()
 		j.res.Stats.Running--

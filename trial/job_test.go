@@ -2,6 +2,7 @@ package trial
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,8 +31,19 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 	var mu sync.Mutex
 	var jobEvents []JobEvent
 	finished := map[string]outcome.Outcome{}
+	runningAtFirstStart := -1 // what result.json said when the first trial started
 	progress := Progress{
 		Trial: func(e Event) {
+			if e.Type == EventStarted {
+				var onDisk JobResult
+				data, _ := os.ReadFile(filepath.Join(dir, "result.json"))
+				json.Unmarshal(data, &onDisk)
+				mu.Lock()
+				if runningAtFirstStart < 0 {
+					runningAtFirstStart = onDisk.Stats.Running
+				}
+				mu.Unlock()
+			}
 			if e.Type == EventFinished {
 				mu.Lock()
 				finished[e.Trial] = e.Outcome
@@ -54,6 +66,9 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 		if res.Trials[name] != o {
 			t.Errorf("%s: %s, want %s", name, res.Trials[name], o)
 		}
+	}
+	if runningAtFirstStart < 1 {
+		t.Errorf("when the first trial started, the job's result.json said %d trials were running", runningAtFirstStart)
 	}
 	if res.Total != 4 || res.Stats.Retries != 2 || res.Stats.Completed != 2 || res.Stats.Errored != 2 || res.FinishedAt == nil {
 		t.Errorf("job result %+v", res)

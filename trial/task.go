@@ -134,8 +134,7 @@ func LoadTask(dir string) (*Task, error) {
 	var tf taskFile
 	if err := decodeTOML(data, &tf); err != nil {
 		errs = append(errs, tomlErrors(tomlPath, data, err)...)
-		var strict *toml.StrictMissingError
-		if !errors.As(err, &strict) {
+		if _, ok := errors.AsType[*toml.StrictMissingError](err); !ok {
 			// A syntax or type error stops the decoder: what it decoded
 			// so far is not worth checking.
 			tf = taskFile{}
@@ -289,8 +288,7 @@ func FindTasks(paths []string) ([]*Task, error) {
 
 // tomlErrors turns the TOML decoder's error into located messages.
 func tomlErrors(file string, data []byte, err error) []error {
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) {
+	if strict, ok := errors.AsType[*toml.StrictMissingError](err); ok {
 		var out []error
 		for _, e := range strict.Errors {
 			row, col := e.Position()
@@ -312,8 +310,7 @@ func tomlErrors(file string, data []byte, err error) []error {
 		}
 		return out
 	}
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
+	if de, ok := errors.AsType[*toml.DecodeError](err); ok {
 		row, col := de.Position()
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
 		if strings.HasPrefix(msg, "cannot decode") || strings.Contains(msg, "cannot store") {

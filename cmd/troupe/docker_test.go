@@ -23,13 +23,79 @@ import (
 func TestDoctor(t *testing.T) {
 	isolate(t)
 	code, out, _ := troupe(t, "doctor")
-	for _, check := range []string{"docker: engine", "base image: busybox:latest is present", "no-network container: one started", "disk:", "troupe binary:", "leftovers:"} {
+	for _, check := range []string{"engine: Docker ", "base image: busybox:latest is present", "no-network container: one started", "disk:", "troupe binary:", "leftovers:"} {
 		if !strings.Contains(out, check) {
 			t.Errorf("doctor output lacks %q:\n%s", check, out)
 		}
 	}
 	if code != exitOK && !strings.Contains(out, "FAIL  leftovers") && !strings.Contains(out, "FAIL  disk") {
 		t.Errorf("doctor failed (exit %d):\n%s", code, out)
+	}
+}
+
+// TestDoctorWithoutAnEngine: the failure names the check once and says
+// what to do.
+func TestDoctorWithoutAnEngine(t *testing.T) {
+	isolate(t)
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	code, out, _ := troupe(t, "doctor")
+	if code != exitFailed || !strings.Contains(out, "FAIL  engine: docker: the engine at") || !strings.Contains(out, "fix: start the Docker daemon") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	if strings.Contains(out, "docker: docker:") {
+		t.Errorf("the check's name is said twice:\n%s", out)
+	}
+}
+
+// TestInstalledBinaryRunsTrials builds troupe the way the README installs
+// it, with a C compiler at hand (cgo on: a dynamic binary no task image can
+// run), and runs a real trial with it from another folder, as a user would.
+func TestInstalledBinaryRunsTrials(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no C compiler: go build makes a static troupe here, the case this test is about cannot happen")
+	}
+	root, _ := filepath.Abs("../..")
+	dir := isolate(t)
+	bin := filepath.Join(t.TempDir(), "troupe")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if _, err := runtime.LoadBinary(bin); !errors.Is(err, runtime.ErrNotStatic) {
+		t.Fatalf("go build with cgo made a static binary (%v): this test proves nothing", err)
+	}
+	doctor := exec.Command(bin, "doctor")
+	out, _ := doctor.CombinedOutput()
+	if !strings.Contains(string(out), "ok    troupe binary: this build needs a dynamic loader (cgo); trials use a static copy built from "+root) {
+		t.Errorf("doctor:\n%s", out)
+	}
+	job := filepath.Join(dir, "job")
+	cmd := exec.Command(bin, "run", filepath.Join(root, "examples/manifests/solo.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--out", job)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("troupe run with the installed binary: %v\n%s", err, out)
+	}
+	var res trial.JobResult
+	readJSON(t, filepath.Join(job, "result.json"), &res)
+	if c := res.Conditions["hello-solo-mock"]; c == nil || c.Passed != 1 {
+		t.Errorf("the trial did not pass: %+v", res.Conditions)
+	}
+}
+
+// TestRunExitsThreeWhenTrialsWereNotMeasured: a job whose trials the
+// harness failed (an image that cannot build) must not look like a job that
+// measured a roster; a script tells the two apart by the exit status.
+func TestRunExitsThreeWhenTrialsWereNotMeasured(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	dir := isolate(t)
+	code, stdout, stderr := troupe(t, "run", filepath.Join(root, "examples/manifests/solo.yaml"),
+		"--tasks", filepath.Join(root, "trial/testdata/tasks/broken-dockerfile"), "--retries", "0", "--out", filepath.Join(dir, "job"))
+	if code != exitUnmeasured || !strings.Contains(stderr, "1 of 1 trials could not be measured") || !strings.Contains(stderr, "run the same command again to retry them") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "unscored_infra") && !strings.Contains(stdout, "INFRA") {
+		t.Errorf("the summary does not show the infra failure:\n%s", stdout)
 	}
 }
 
@@ -95,8 +161,8 @@ func TestRunInterruptAndResume(t *testing.T) {
 	}
 	cmd.Process.Signal(os.Interrupt)
 	err := <-exited
-	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) || exitErr.ExitCode() != exitFailed || !strings.Contains(stderr.String(), "run the same command to finish the job") {
+	exitErr, ok := errors.AsType[*exec.ExitError](err)
+	if !ok || exitErr.ExitCode() != exitFailed || !strings.Contains(stderr.String(), "run the same command to finish the job") {
 		t.Fatalf("interrupted run: %v\n%s", err, stderr.String())
 	}
 	rt, err := docker.New(t.Context(), "test", nil)

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"syscall"
 	"time"
 
@@ -47,15 +45,17 @@ func runDoctor(ctx context.Context, out io.Writer) (failed int) {
 		fmt.Fprintf(out, "ok    %s: %s\n", name, detail)
 	}
 
+	// The checks are named for what they check; the errors already say
+	// they come from docker.
 	d, err := docker.New(ctx, shortVersion(), nil)
 	if err != nil {
-		report("docker", err, "start the Docker daemon (systemctl start docker, or dockerd &), or point DOCKER_HOST at one", "")
+		report("engine", err, "start the Docker daemon (systemctl start docker, or dockerd &), or point DOCKER_HOST at one", "")
 		return failed
 	}
 	defer d.Close()
 	cli := d.Client()
 	v, err := cli.ServerVersion(ctx)
-	report("docker", err, "check that this user may use the Docker socket", fmt.Sprintf("engine %s, API %s (negotiated %s)", v.Version, v.APIVersion, cli.ClientVersion()))
+	report("engine", err, "check that this user may use the Docker socket", fmt.Sprintf("Docker %s, API %s (negotiated %s)", v.Version, v.APIVersion, cli.ClientVersion()))
 
 	_, err = cli.ImageInspect(ctx, baseImage)
 	report("base image", err, "bash .ci/seed-images builds "+baseImage+" offline from Debian's busybox-static; or docker pull/load it", baseImage+" is present")
@@ -78,12 +78,16 @@ func runDoctor(ctx context.Context, out io.Writer) (failed int) {
 		}
 	}
 
-	self, _ := os.Executable()
-	_, berr := runtime.LoadBinary(self)
-	if errors.Is(berr, runtime.ErrNotStatic) {
-		report("troupe binary", nil, "", "this build is not static; troupe run builds a static copy from the source tree when run from it (or build with CGO_ENABLED=0)")
-	} else {
-		report("troupe binary", berr, "build troupe with CGO_ENABLED=0 go build -o troupe ./cmd/troupe", "static linux/amd64, can run in any container")
+	// The same way troupe run gets its binary for the containers: a build
+	// from the source happens here, once, if it is needed.
+	bin, built, berr := selfBinary(ctx)
+	switch {
+	case berr != nil:
+		report("troupe binary", berr, "install troupe with CGO_ENABLED=0 go install "+runtime.Module+"/cmd/troupe@latest", "")
+	case built != "":
+		report("troupe binary", nil, "", fmt.Sprintf("this build needs a dynamic loader (cgo); trials use a static copy built from %s: %s", built, bin.Path))
+	default:
+		report("troupe binary", nil, "", "static linux/amd64, can run in any container")
 	}
 
 	stale, err := runtime.Reap(ctx, d, d.Owner(), runtime.ReapOptions{DryRun: true})

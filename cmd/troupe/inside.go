@@ -84,7 +84,7 @@ same calls in an exec, when the tunnel is gone).`,
 			if err := inside.Undumpable(); err != nil {
 				return err
 			}
-			return tunnel.Container(cmd.Context(), tunnel.Stdio{In: os.Stdin, Out: os.Stdout}, ls, tunnelCalls)
+			return tunnel.Container(cmd.Context(), tunnel.Duplex{In: os.Stdin, Out: os.Stdout}, ls, tunnelCalls)
 		},
 	}
 	cmd.Flags().StringArrayVar(&listens, "listen", nil, "ADDR=NAME to listen on and the host target it reaches (repeat)")

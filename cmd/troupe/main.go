@@ -21,12 +21,15 @@ func main() {
 }
 
 // Exit codes: 0 success, 1 the command ran and found problems (an invalid
-// manifest, a stale pin) or failed, 2 the command line itself was wrong.
+// manifest, a stale pin) or failed, 2 the command line itself was wrong, 3
+// troupe run finished but some trials could not be measured (the harness
+// failed them: unscored_infra after every retry).
 const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitUsage   = 2
-	programName = "troupe"
+	exitOK         = 0
+	exitFailed     = 1
+	exitUsage      = 2
+	exitUnmeasured = 3
+	programName    = "troupe"
 )
 
 // run executes one command line and returns the process exit code.

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -21,11 +23,30 @@ func troupe(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// goEnv is where the go command keeps its caches, read once.
+var goEnv = sync.OnceValue(func() map[string]string {
+	env := map[string]string{}
+	out, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
+	if err != nil {
+		return env
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		env[[]string{"GOCACHE", "GOMODCACHE", "GOPATH"}[i]] = line
+	}
+	return env
+})
+
 // isolate points every config lookup at an empty place and runs the test in
 // a fresh folder, so a developer's own troupe.yaml cannot leak in.
 func isolate(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
+	// Go's own caches stay where they are: a build of troupe (troupe run and
+	// doctor make a static one when the test binary is not) must not start
+	// from an empty cache.
+	for k, v := range goEnv() {
+		t.Setenv(k, v)
+	}
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "xdg"))
 	t.Setenv("HOME", filepath.Join(dir, "home"))
 	for _, k := range []string{"TROUPE_CONFIG", "TROUPE_ARTIFACT_ROOT"} {

@@ -37,16 +37,16 @@ artifact_root in the config file, or else the manifest's own folder.`,
 		Args: minArgs(1, "at least one manifest file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.manifests = args
-			v, err := a.settings(cmd, "artifact_root")
+			root, _, err := a.artifactRoot(cmd)
 			if err != nil {
 				return err
 			}
-			opts.artifactRoot = v.GetString("artifact_root")
+			opts.artifactRoot = root
 			return runPin(a.stdout, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.check, "check", false, "write nothing; exit 1 when a pin is stale or missing")
-	cmd.Flags().String("artifact-root", "", "folder that pinned paths are relative to (default: each manifest's folder)")
+	artifactRootFlag(cmd)
 	return cmd
 }
 

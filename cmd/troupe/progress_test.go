@@ -27,3 +27,19 @@ func TestProgressCountsARetriedTrialOnce(t *testing.T) {
 		t.Errorf("last progress line %q", last)
 	}
 }
+
+// An error is printed whole: its end says what to do.
+func TestProgressKeepsTheWholeError(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&app{stderr: &out}, false)
+	fix := "fix: build the image with docker build -t my/image environment/ and run again"
+	long := strings.Repeat("the engine said something long about the build; ", 6) + "\n" + fix
+	p.trial(trial.Event{Type: trial.EventFinished, Trial: "a", Outcome: outcome.UnscoredInfra, Error: long})
+	p.job(trial.JobEvent{Type: trial.EventRetry, Trial: "a", Attempt: 1, Error: long})
+	if got := strings.Count(out.String(), fix); got != 2 {
+		t.Errorf("the fix is printed %d times, want 2:\n%s", got, out.String())
+	}
+	if !strings.Contains(out.String(), "\n    "+fix) {
+		t.Errorf("a further line of the error is not indented:\n%s", out.String())
+	}
+}

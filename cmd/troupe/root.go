@@ -113,6 +113,22 @@ func (a *app) settings(cmd *cobra.Command, keys ...string) (*viper.Viper, error)
 	return v, nil
 }
 
+// artifactRootFlag adds --artifact-root, which validate, pin and run share.
+func artifactRootFlag(cmd *cobra.Command) {
+	cmd.Flags().String("artifact-root", "", "folder that pinned paths are relative to (default: each manifest's folder)")
+}
+
+// artifactRoot resolves --artifact-root with troupe's precedence (the flag,
+// TROUPE_ARTIFACT_ROOT, the config file's artifact_root) and returns it with
+// the configuration.
+func (a *app) artifactRoot(cmd *cobra.Command) (string, *config, error) {
+	v, err := a.settings(cmd, "artifact_root")
+	if err != nil {
+		return "", nil, err
+	}
+	return v.GetString("artifact_root"), a.cfg, nil
+}
+
 // config loads the configuration file once.
 func (a *app) config() (*config, error) {
 	if a.cfg != nil {

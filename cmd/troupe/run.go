@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -71,8 +72,11 @@ retried, --retries times.
 Ctrl+C stops launching, cancels the running trials, removes their containers and
 writes what finished; a second Ctrl+C removes the containers at once and exits.
 
-Exit status: 0 when every trial ran (whatever its score), 1 when the job was
-interrupted or could not run, 2 for a usage error.`,
+Exit status: 0 when every trial has a verdict (whatever its score: passed,
+failed or verifier_error), 3 when the job finished but some trials could not be
+measured (unscored_infra after their retries: the harness failed them, not the
+team; the same command retries them), 1 when the job was interrupted or could not
+run, 2 for a usage error.`,
 		Example: `  troupe run examples/manifests/team.yaml --tasks examples/tasks/hello-world
   troupe run solo.yaml team.yaml --tasks ~/datasets/tb2 --attempts 5 --concurrency 8 --out jobs/tb2
   troupe run team.yaml --tasks tasks/ --json | jq 'select(.type=="trial_finished")'`,
@@ -85,15 +89,11 @@ interrupted or could not run, 2 for a usage error.`,
 			if opts.attempts < 1 || opts.concurrency < 1 || opts.retries < 0 || opts.multiplier <= 0 {
 				return &usageError{command: cmd.CommandPath(), err: errors.New("--attempts and --concurrency must be at least 1, --retries at least 0, --timeout-multiplier above 0")}
 			}
-			v, err := a.settings(cmd, "artifact_root")
+			root, cfg, err := a.artifactRoot(cmd)
 			if err != nil {
 				return err
 			}
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			return runRun(cmd.Context(), a, opts, v.GetString("artifact_root"), cfg, os.Args)
+			return runRun(cmd.Context(), a, opts, root, cfg, os.Args)
 		},
 	}
 	f := cmd.Flags()
@@ -105,7 +105,7 @@ interrupted or could not run, 2 for a usage error.`,
 	f.IntVar(&opts.retries, "retries", 2, "reruns of a trial that ended unscored_infra")
 	f.Float64Var(&opts.multiplier, "timeout-multiplier", 1, "scale every phase's timeout (build, readiness, agent, verifier, teardown)")
 	f.DurationVar(&opts.readyTimeout, "ready-timeout", trial.DefaultLimits.Ready, "how long the agents have to authenticate and subscribe")
-	f.String("artifact-root", "", "folder that pinned manifest paths are relative to (default: each manifest's folder)")
+	artifactRootFlag(cmd)
 	return cmd
 }
 
@@ -148,7 +148,7 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	} else if len(reaped) > 0 {
 		fmt.Fprintf(a.stderr, "removed %d containers or networks left by troupe processes that died\n", len(reaped))
 	}
-	bin, err := selfBinary(ctx)
+	bin, _, err := selfBinary(ctx)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,21 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 		fmt.Fprintf(a.stderr, "interrupted: %d of %d trials are done; run the same command to finish the job\n", done(res), res.Total)
 		return &reportedError{code: exitFailed}
 	}
+	if n := unmeasured(res); n > 0 {
+		fmt.Fprintf(a.stderr, "%d of %d trials could not be measured: the harness failed them (unscored_infra) after %d retries; "+
+			"their folders' trial.log and result.json say why; run the same command again to retry them\n", n, res.Total, opts.retries)
+		return &reportedError{code: exitUnmeasured}
+	}
 	return nil
+}
+
+// unmeasured counts the trials that ended unscored_infra.
+func unmeasured(res *trial.JobResult) int {
+	n := 0
+	for _, c := range res.Conditions {
+		n += c.UnscoredInfra
+	}
+	return n
 }
 
 func done(res *trial.JobResult) int {
@@ -235,26 +249,28 @@ func defaultJobDir(manifests, tasks []string) string {
 	return filepath.Join("jobs", "job-"+hex.EncodeToString(h.Sum(nil))[:12])
 }
 
-// selfBinary finds a static troupe binary for the containers: this one, or
-// one built from the source tree troupe runs from (go run).
-func selfBinary(ctx context.Context) (*runtime.Binary, error) {
+// selfBinary finds a static troupe binary for the containers: this one,
+// or one built from troupe's source (runtime.SelfBinary). The source is
+// looked for where this binary was built from (go build, go install and go
+// run record it, unless -trimpath), then above the current folder.
+func selfBinary(ctx context.Context) (bin *runtime.Binary, built string, err error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
 	}
-	module := ""
+	var sources []string
+	if _, file, _, ok := goruntime.Caller(0); ok && filepath.IsAbs(file) {
+		sources = append(sources, filepath.Dir(filepath.Dir(filepath.Dir(file)))) // <module>/cmd/troupe/run.go
+	}
 	if wd, err := os.Getwd(); err == nil {
 		for dir := wd; ; dir = filepath.Dir(dir) {
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-				module = dir
-				break
-			}
+			sources = append(sources, dir)
 			if filepath.Dir(dir) == dir {
 				break
 			}
 		}
 	}
-	return runtime.SelfBinary(ctx, module, filepath.Join(cache, "troupe", "bin"))
+	return runtime.SelfBinary(ctx, sources, filepath.Join(cache, "troupe", "bin"))
 }
 
 // forceOnSecondSignal watches for a second interrupt: it then removes the
@@ -335,7 +351,7 @@ func (p *progress) job(e trial.JobEvent) {
 		}
 		fmt.Fprintln(p.a.stderr)
 	case trial.EventRetry:
-		p.line(fmt.Sprintf("retry %d of %s after an infrastructure failure: %s", e.Attempt, e.Trial, shortLine(e.Error)))
+		p.line(fmt.Sprintf("retry %d of %s after an infrastructure failure: %s", e.Attempt, e.Trial, indent(e.Error)))
 	}
 	p.draw()
 }
@@ -354,7 +370,7 @@ func (p *progress) trial(e trial.Event) {
 		p.cost += e.CostUSD
 		msg := fmt.Sprintf("%-14s %s (%s)", e.Outcome, e.Trial, e.Reason)
 		if e.Error != "" {
-			msg += ": " + shortLine(e.Error)
+			msg += ": " + indent(e.Error)
 		}
 		p.line(msg)
 	}
@@ -399,12 +415,10 @@ func (p *progress) end() {
 	}
 }
 
-func shortLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	if len(s) > 160 {
-		s = s[:160] + "…"
-	}
-	return s
+// indent keeps a message whole (its end often says what to do) and indents
+// its further lines under the line it starts on.
+func indent(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ")
 }
 
 // printSummary prints a table per condition.

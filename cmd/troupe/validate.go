@@ -39,20 +39,16 @@ Exit status: 0 when every manifest is valid, 1 when any is not, 2 for a usage er
 		Args: minArgs(1, "at least one manifest file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.manifests = args
-			v, err := a.settings(cmd, "artifact_root")
+			root, cfg, err := a.artifactRoot(cmd)
 			if err != nil {
 				return err
 			}
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			return runValidate(a.stdout, opts, v.GetString("artifact_root"), cfg)
+			return runValidate(a.stdout, opts, root, cfg)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the results as JSON")
 	cmd.Flags().BoolVar(&opts.skipPins, "skip-pins", false, "check the schema only, not the pinned files")
-	cmd.Flags().String("artifact-root", "", "folder that pinned paths are relative to (default: each manifest's folder)")
+	artifactRootFlag(cmd)
 	return cmd
 }
 

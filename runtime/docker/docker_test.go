@@ -378,8 +378,8 @@ func TestImage(t *testing.T) {
 	bad := t.TempDir()
 	os.WriteFile(filepath.Join(bad, "Dockerfile"), []byte("FROM busybox\nRUN echo "+marker+"-about-to-fail && exit 3\n"), 0o644)
 	_, err := d.Image(ctx, runtime.ImageSpec{BuildDir: bad})
-	var be *BuildError
-	if !errors.As(err, &be) || !regexp.MustCompile(`^Step 2/\d+ : RUN`).MatchString(be.Step) || !strings.Contains(be.Output, "about-to-fail") || !strings.Contains(err.Error(), "non-zero code: 3") {
+	be, ok := errors.AsType[*BuildError](err)
+	if !ok || !regexp.MustCompile(`^Step 2/\d+ : RUN`).MatchString(be.Step) || !strings.Contains(be.Output, "about-to-fail") || !strings.Contains(err.Error(), "non-zero code: 3") {
 		t.Errorf("failed build: %v", err)
 	}
 	// No registry: a missing image says how to provide one.

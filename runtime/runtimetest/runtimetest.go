@@ -145,8 +145,8 @@ func execs(t *testing.T, rt runtime.Runtime, cfg Config) {
 		t.Errorf("exit 3: got %d, %v", code, err)
 	}
 	_, code, err := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"no-such-command"}})
-	var ee *runtime.ExecError
-	if !errors.Is(err, runtime.ErrNotFound) || !errors.As(err, &ee) || ee.Code != code || (code != 126 && code != 127) {
+	ee, ok := errors.AsType[*runtime.ExecError](err)
+	if !errors.Is(err, runtime.ErrNotFound) || !ok || ee.Code != code || (code != 126 && code != 127) {
 		t.Errorf("missing command: %d, %v", code, err)
 	}
 	sh(t, rt, id, "printf 'plain text' > /tmp/not-a-program; chmod 644 /tmp/not-a-program")

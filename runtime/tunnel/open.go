@@ -54,7 +54,7 @@ func Open(ctx context.Context, rt Execer, id, binary string, listens []Listen, d
 		<-proc.Done()
 		pw.CloseWithError(io.EOF)
 	})
-	sess, err := yamux.Server(procConn{r: pr, w: proc.Stdin()}, config())
+	sess, err := yamux.Server(Duplex{In: pr, Out: proc.Stdin()}, config())
 	if err != nil {
 		cancel()
 		proc.Stdin().Close()
@@ -158,16 +158,6 @@ func (t *Tunnel) Close() error {
 	defer t.mu.Unlock()
 	return errors.Join(t.err, werr, perr)
 }
-
-// procConn joins the exec's output (a pipe) and input into one stream.
-type procConn struct {
-	r io.ReadCloser
-	w io.WriteCloser
-}
-
-func (c procConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
-func (c procConn) Write(p []byte) (int, error) { return c.w.Write(p) }
-func (c procConn) Close() error                { return errors.Join(c.w.Close(), c.r.Close()) }
 
 type lockedWriter struct {
 	mu *sync.Mutex

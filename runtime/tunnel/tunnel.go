@@ -239,13 +239,14 @@ func splice(a net.Conn, fromB io.Reader, toB io.WriteCloser) {
 	a.Close()
 }
 
-// Stdio is the container end's connection: it reads standard input and
-// writes standard output.
-type Stdio struct {
+// Duplex joins two one-way streams into the one connection a session
+// needs: in the container, standard input and output; on the host, the
+// exec's output and its input.
+type Duplex struct {
 	In  io.ReadCloser
 	Out io.WriteCloser
 }
 
-func (s Stdio) Read(p []byte) (int, error)  { return s.In.Read(p) }
-func (s Stdio) Write(p []byte) (int, error) { return s.Out.Write(p) }
-func (s Stdio) Close() error                { return errors.Join(s.In.Close(), s.Out.Close()) }
+func (d Duplex) Read(p []byte) (int, error)  { return d.In.Read(p) }
+func (d Duplex) Write(p []byte) (int, error) { return d.Out.Write(p) }
+func (d Duplex) Close() error                { return errors.Join(d.Out.Close(), d.In.Close()) }

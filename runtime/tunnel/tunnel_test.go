@@ -22,7 +22,7 @@ func pipePair(t *testing.T) (container, host io.ReadWriteCloser) {
 	t.Helper()
 	r1, w1, _ := os.Pipe()
 	r2, w2, _ := os.Pipe()
-	return Stdio{In: r1, Out: w2}, Stdio{In: r2, Out: w1}
+	return Duplex{In: r1, Out: w2}, Duplex{In: r2, Out: w1}
 }
 
 func freeAddr(t *testing.T) string {
@@ -125,7 +125,7 @@ func (f fakeExecer) Exec(ctx context.Context, id string, spec runtime.ExecSpec) 
 	p := &fakeProc{stdin: w, done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(p.done)
-		Container(ctx, Stdio{In: r, Out: nopCloser{spec.Stdout}}, nil, f.handlers)
+		Container(ctx, Duplex{In: r, Out: nopCloser{spec.Stdout}}, nil, f.handlers)
 		r.Close()
 	}()
 	return p, nil

@@ -80,8 +80,8 @@ type File struct {
 	// before is the byte just before the kept tail: a tail that follows a
 	// line's end needs no cut.
 	before byte
-	closed   bool
-	err      error
+	closed bool
+	err    error
 }
 
 // Create creates (or truncates) the file at path with a bound.

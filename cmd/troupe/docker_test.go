@@ -99,6 +99,54 @@ func TestRunExitsThreeWhenTrialsWereNotMeasured(t *testing.T) {
 	}
 }
 
+// TestRunAndCompareAgree runs a real job whose trials pass, fail and end in
+// verifier errors, then reads it with troupe compare: the pass rates of the
+// end-of-run table, of the job's result.json and of the comparison are the
+// same numbers (verifier_error is scored and not passed everywhere).
+func TestRunAndCompareAgree(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	dir := isolate(t)
+	job := filepath.Join(dir, "job")
+	// The wrong scenario is the trial tests': an endpoint points at it.
+	config := filepath.Join(dir, "troupe.yaml")
+	write(t, config, "endpoints:\n  mock/wrong:\n    api: mock\n    scenario: "+filepath.Join(root, "trial/testdata/scenarios/wrong.yaml")+"\n")
+	code, stdout, stderr := troupe(t, "run", "--config", config, filepath.Join(root, "examples/manifests/solo.yaml"), filepath.Join(root, "trial/testdata/manifests/wrong.yaml"),
+		"--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--tasks", filepath.Join(root, "trial/testdata/tasks/verifier-hangs"), "--out", job)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var res trial.JobResult
+	readJSON(t, filepath.Join(job, "result.json"), &res)
+	code, out, errOut := troupe(t, "compare", job, "--format", "json")
+	if code != exitOK {
+		t.Fatalf("compare: exit %d\n%s", code, errOut)
+	}
+	var cmp struct {
+		Conditions []struct {
+			Name     string   `json:"condition"`
+			Scored   int      `json:"n_scored"`
+			Passed   int      `json:"n_passed"`
+			PassRate *float64 `json:"pass_rate"`
+		} `json:"conditions"`
+	}
+	if err := json.Unmarshal([]byte(out), &cmp); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := map[string]float64{"hello-solo-mock": 0.5, "test-wrong": 0} // solo: passed + verifier_error
+	for _, c := range cmp.Conditions {
+		j := res.Conditions[c.Name]
+		if j == nil || c.PassRate == nil || j.PassRate == nil {
+			t.Fatalf("%s: compare %+v, run %+v", c.Name, c, j)
+		}
+		if *c.PassRate != want[c.Name] || *j.PassRate != *c.PassRate || j.Scored != c.Scored || c.Scored != 2 || j.Passed != c.Passed {
+			t.Errorf("%s: compare says %d/%d = %v, troupe run says %d/%d = %v; want %v of 2", c.Name, c.Passed, c.Scored, *c.PassRate, j.Passed, j.Scored, *j.PassRate, want[c.Name])
+		}
+	}
+	if !strings.Contains(stdout, "50% of 2") {
+		t.Errorf("the end-of-run table does not show 50%% of 2 for hello-solo-mock:\n%s", stdout)
+	}
+}
+
 func TestCleanDryRun(t *testing.T) {
 	isolate(t)
 	// Only a dry run here: other test packages run at the same time, and a

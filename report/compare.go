@@ -8,21 +8,15 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
-// Outcomes as result.json writes them.
-const (
-	passed        = "passed"
-	failed        = "failed"
-	verifierError = "verifier_error"
-	unscoredInfra = "unscored_infra"
-	cancelled     = "cancelled"
-)
-
-// Policy is how outcomes count, stated in every comparison.
-const Policy = "passed counts as a pass; failed and verifier_error count as not passed; " +
-	"unscored_infra (the harness failed) and cancelled trials are shown but left out of every rate, interval and pairing; " +
-	"cost per solved is the cost of the scored trials over their passes"
+// Policy is how outcomes count, stated in every comparison: outcome's
+// words, which the job's own counts follow too, and how cost per solved is
+// figured.
+const Policy = outcome.Policy + "; cost per solved is the cost of the scored trials over their passes"
 
 // MinPairs is how many paired (task, attempt) results a comparison needs
 // before its difference is worth reading.
@@ -37,33 +31,43 @@ type RoleUsage struct {
 	CostUSD      float64 `json:"cost_usd"`
 }
 
-// Condition is one roster's results.
+// Condition is one roster's results. A figure of the scored trials is NaN
+// when none was scored (null in JSON, "-" in tables): a pass rate, mean or
+// interval of nothing is no figure, and 0 would read as a measured one.
 type Condition struct {
 	Name         string `json:"condition"`
 	ManifestHash string `json:"manifest_sha256"`
 	Trials       int    `json:"n_trials"`
 	// Scored are the trials that count: passed, failed, verifier_error.
-	Scored        int      `json:"n_scored"`
-	Passed        int      `json:"n_passed"`
-	Failed        int      `json:"n_failed"`
-	VerifierError int      `json:"n_verifier_error"`
-	Infra         int      `json:"n_unscored_infra"`
-	Cancelled     int      `json:"n_cancelled"`
-	PassRate      float64  `json:"pass_rate"`
-	PassRateCI    Interval `json:"pass_rate_ci95"`
-	MeanReward    float64  `json:"mean_reward"`
+	Scored int `json:"n_scored"`
+	// Tally counts the trials by outcome, as the job's result.json does.
+	outcome.Tally
+	PassRate float64 `json:"pass_rate"`
+	// PassRateCI is the Wilson interval; with nothing scored its bounds
+	// are NaN, not the [0, 1] that says nothing.
+	PassRateCI Interval `json:"pass_rate_ci95"`
+	MeanReward float64  `json:"mean_reward"`
 	// PassAtK maps k to the mean over tasks of the unbiased pass@k, for
-	// the k every task has enough scored attempts for.
+	// the k every task has enough scored attempts for; nil with nothing
+	// scored.
 	PassAtK map[int]float64 `json:"pass_at_k"`
 	// Costs are over scored trials; CostPerSolved is their total cost
-	// divided by the passes (+Inf with none).
-	CostPerTrialMean   float64              `json:"cost_per_trial_mean_usd"`
-	CostPerTrialMedian float64              `json:"cost_per_trial_median_usd"`
-	CostPerSolved      float64              `json:"cost_per_solved_usd"`
-	TotalCostUSD       float64              `json:"total_cost_usd"`
-	ByRole             map[string]RoleUsage `json:"by_role"`
-	WallMean           time.Duration        `json:"wall_mean_ns"`
-	WallMedian         time.Duration        `json:"wall_median_ns"`
+	// divided by the passes (+Inf with none). CostPerTrialCI is a
+	// percentile bootstrap interval of the mean (BootstrapSeed,
+	// BootstrapResamples).
+	CostPerTrialMean   float64  `json:"cost_per_trial_mean_usd"`
+	CostPerTrialCI     Interval `json:"cost_per_trial_mean_ci95"`
+	CostPerTrialMedian float64  `json:"cost_per_trial_median_usd"`
+	CostPerSolved      float64  `json:"cost_per_solved_usd"`
+	// TotalCostUSD is what every trial spent, unscored ones included: the
+	// real spend, shown even when nothing was scored.
+	TotalCostUSD float64              `json:"total_cost_usd"`
+	ByRole       map[string]RoleUsage `json:"by_role"`
+	// Wall times are over the scored trials that have both times; walls
+	// counts those (none: null in JSON).
+	WallMean   time.Duration `json:"wall_mean_ns"`
+	WallMedian time.Duration `json:"wall_median_ns"`
+	walls      int
 }
 
 // Paired compares one condition with the baseline on the (task, attempt)
@@ -76,12 +80,13 @@ type Paired struct {
 	Diff   float64  `json:"pass_rate_diff"`
 	DiffCI Interval `json:"pass_rate_diff_ci95"`
 	// The four kinds of pairs; McNemar's test uses the discordant ones.
-	BothPassed   int     `json:"n_both_passed"`
-	OnlyBaseline int     `json:"n_only_baseline_passed"`
-	OnlyThis     int     `json:"n_only_condition_passed"`
-	NeitherPass  int     `json:"n_neither_passed"`
-	McNemarP     float64 `json:"mcnemar_exact_p"`
-	Warning      string  `json:"warning,omitempty"`
+	BothPassed   int `json:"n_both_passed"`
+	OnlyBaseline int `json:"n_only_baseline_passed"`
+	OnlyThis     int `json:"n_only_condition_passed"`
+	NeitherPass  int `json:"n_neither_passed"`
+	// McNemarP is NaN (null) with no pair: there is nothing to test.
+	McNemarP float64 `json:"mcnemar_exact_p"`
+	Warning  string  `json:"warning,omitempty"`
 }
 
 // Cell is a task's results under one condition: the grid of the report.
@@ -105,6 +110,10 @@ type Comparison struct {
 	Grid  map[string]map[string]Cell `json:"grid"`
 	// Warnings are about the data: mixed manifests under one name, etc.
 	Warnings []string `json:"warnings,omitempty"`
+	// Skipped are the results that could not be read (Load's
+	// *UnreadableError): left out of every figure, and so named in every
+	// format. The caller sets them: Compare sees only trials.
+	Skipped []Unreadable `json:"skipped"`
 }
 
 // Compare groups trials by condition (by manifest hash; the name is what is
@@ -135,7 +144,9 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 				if strings.HasPrefix(k, "name:") {
 					names[k] = name + "@unhashed"
 				} else {
-					names[k] = name + "@" + k[:min(8, len(k))]
+					// The hash's first characters are a label, not a
+					// quote: no ellipsis.
+					names[k] = name + "@" + strings.TrimSuffix(clip.Head(k, 8), clip.Ellipsis)
 				}
 			}
 		}
@@ -158,9 +169,9 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 			}
 			cell := row[cond.Name]
 			cell.Trials++
-			if scored(t) {
+			if t.Outcome.Scored() {
 				cell.Scored++
-				if t.Outcome == passed {
+				if t.Outcome == outcome.Passed {
 					cell.Passed++
 				}
 			}
@@ -220,10 +231,6 @@ func findCondition(keys []string, names map[string]string, want string) (string,
 	}
 }
 
-func scored(t *Trial) bool {
-	return t.Outcome == passed || t.Outcome == failed || t.Outcome == verifierError
-}
-
 // summarize computes one condition's figures.
 func summarize(name, key string, trials []*Trial) *Condition {
 	c := &Condition{Name: name, ManifestHash: strings.TrimPrefix(key, "name:"), ByRole: map[string]RoleUsage{}}
@@ -234,37 +241,12 @@ func summarize(name, key string, trials []*Trial) *Condition {
 	var walls []float64
 	perTask := map[string][2]int{} // task -> scored, passed
 	for _, t := range trials {
-		c.Trials++
-		switch t.Outcome {
-		case passed:
-			c.Passed++
-		case failed:
-			c.Failed++
-		case verifierError:
-			c.VerifierError++
-		case unscoredInfra:
-			c.Infra++
-		case cancelled:
-			c.Cancelled++
-		}
+		c.Tally.Add(t.Outcome)
 		c.TotalCostUSD += t.AgentResult.CostUSD
-		for _, a := range t.Agents {
-			role := a.Role
-			if role == "" {
-				role = a.Kind
-			}
-			u := c.ByRole[role]
-			u.Calls += a.Usage.Calls
-			u.InputTokens += a.Usage.InputTokens
-			u.CachedTokens += a.Usage.CachedTokens
-			u.OutputTokens += a.Usage.OutputTokens
-			u.CostUSD += a.Usage.CostUSD
-			c.ByRole[role] = u
-		}
-		if !scored(t) {
+		addUsage(c.ByRole, t)
+		if !t.Outcome.Scored() {
 			continue
 		}
-		c.Scored++
 		costs = append(costs, t.AgentResult.CostUSD)
 		reward := 0.0
 		if t.Reward != nil {
@@ -278,52 +260,74 @@ func summarize(name, key string, trials []*Trial) *Condition {
 		}
 		pt := perTask[t.Task]
 		pt[0]++
-		if t.Outcome == passed {
+		if t.Outcome == outcome.Passed {
 			pt[1]++
 		}
 		perTask[t.Task] = pt
 	}
-	if c.Scored > 0 {
-		c.PassRate = float64(c.Passed) / float64(c.Scored)
-		c.MeanReward = mean(rewards)
-		c.CostPerTrialMean = mean(costs)
-		c.CostPerTrialMedian = median(costs)
-	}
+	// readTrial refuses an outcome outside the vocabulary, so the tally
+	// counts every trial.
+	c.Trials, c.Scored = c.Tally.Trials(), c.Tally.Scored()
+	// mean, median and the intervals are NaN with nothing scored.
+	c.PassRate = c.Tally.PassRate()
+	c.PassRateCI = Wilson(c.Passed, c.Scored)
+	c.MeanReward = mean(rewards)
+	c.CostPerTrialMean = mean(costs)
+	c.CostPerTrialMedian = median(costs)
+	c.CostPerTrialCI = BootstrapMean(costs, BootstrapResamples, BootstrapSeed)
+	c.walls = len(walls)
 	if len(walls) > 0 {
 		c.WallMean = time.Duration(mean(walls))
 		c.WallMedian = time.Duration(median(walls))
 	}
-	c.PassRateCI = Wilson(c.Passed, c.Scored)
-	scoredCost := 0.0
-	for _, v := range costs {
-		scoredCost += v
-	}
 	c.CostPerSolved = math.Inf(1)
 	if c.Passed > 0 {
-		c.CostPerSolved = scoredCost / float64(c.Passed)
+		c.CostPerSolved = sum(costs) / float64(c.Passed)
 	}
-	// pass@k for the k every task can give.
+	c.PassAtK = passAtKOverTasks(perTask)
+	return c
+}
+
+// addUsage adds a trial's usage to its roles' sums: every trial counts,
+// unscored ones too, since every trial was paid for.
+func addUsage(byRole map[string]RoleUsage, t *Trial) {
+	for _, a := range t.Agents {
+		role := cmp.Or(a.Role, a.Kind)
+		u := byRole[role]
+		u.Calls += a.Usage.Calls
+		u.InputTokens += a.Usage.InputTokens
+		u.CachedTokens += a.Usage.CachedTokens
+		u.OutputTokens += a.Usage.OutputTokens
+		u.CostUSD += a.Usage.CostUSD
+		byRole[role] = u
+	}
+}
+
+// passAtKOverTasks is pass@k for the k every task can give, averaged over
+// the tasks with a scored attempt; nil when there is none.
+func passAtKOverTasks(perTask map[string][2]int) map[int]float64 {
+	if len(perTask) == 0 {
+		return nil
+	}
 	minN := math.MaxInt
 	for _, pt := range perTask {
 		minN = min(minN, pt[0])
 	}
-	c.PassAtK = map[int]float64{}
-	if len(perTask) > 0 {
-		for _, k := range []int{1, 2, 3, 5, 10, 20, 50, 100} {
-			if k > minN {
-				break
-			}
-			// In task order: a float sum must not change with map order.
-			sum := 0.0
-			for _, task := range slices.Sorted(maps.Keys(perTask)) {
-				pt := perTask[task]
-				v, _ := PassAtK(pt[0], pt[1], k)
-				sum += v
-			}
-			c.PassAtK[k] = sum / float64(len(perTask))
+	out := map[int]float64{}
+	for _, k := range []int{1, 2, 3, 5, 10, 20, 50, 100} {
+		if k > minN {
+			break
 		}
+		// In task order: a float sum must not change with map order.
+		total := 0.0
+		for _, task := range slices.Sorted(maps.Keys(perTask)) {
+			pt := perTask[task]
+			v, _ := PassAtK(pt[0], pt[1], k)
+			total += v
+		}
+		out[k] = total / float64(len(perTask))
 	}
-	return c
+	return out
 }
 
 // pair compares a condition with the baseline on shared (task, attempt).
@@ -350,7 +354,7 @@ func pair(name string, trials []*Trial, baseName string, base []*Trial) Paired {
 			continue
 		}
 		p.Pairs++
-		this, that := t.Outcome == passed, b.Outcome == passed
+		this, that := t.Outcome == outcome.Passed, b.Outcome == outcome.Passed
 		switch {
 		case this && that:
 			p.BothPassed++
@@ -380,10 +384,14 @@ func pair(name string, trials []*Trial, baseName string, base []*Trial) Paired {
 	p.McNemarP = McNemarExact(p.OnlyBaseline, p.OnlyThis)
 	switch {
 	case p.Pairs == 0:
-		p.Diff, p.DiffCI = math.NaN(), Interval{math.NaN(), math.NaN()}
+		p.Diff, p.DiffCI, p.McNemarP = math.NaN(), Interval{math.NaN(), math.NaN()}, math.NaN()
 		notes = append(notes, "no (task, attempt) pair scored under both: nothing to compare")
 	case p.Pairs < MinPairs:
-		notes = append(notes, fmt.Sprintf("only %d pairs: too few to say which is better (at least %d are needed)", p.Pairs, MinPairs))
+		pairs := fmt.Sprintf("%d pairs", p.Pairs)
+		if p.Pairs == 1 {
+			pairs = "1 pair"
+		}
+		notes = append(notes, fmt.Sprintf("only %s: too few to say which is better (at least %d are needed)", pairs, MinPairs))
 	}
 	if p.Pairs > 0 {
 		p.Diff = mean(diffs)
@@ -404,7 +412,7 @@ func latestScored(trials []*Trial) (map[pairKey]*Trial, int) {
 	by := map[pairKey]*Trial{}
 	dup := map[pairKey]bool{}
 	for _, t := range trials {
-		if !scored(t) {
+		if !t.Outcome.Scored() {
 			continue
 		}
 		k := pairKey{t.Task, t.Attempt}

@@ -5,7 +5,11 @@
 //
 // It reads result.json files as the file format defines them (docs/run.md),
 // not troupe's in-memory types, so results of other versions and hand-made
-// fixtures read alike. Its statistics (Wilson intervals, the unbiased
-// pass@k, paired bootstrap intervals with a fixed seed, the exact McNemar
-// test) are small functions, each tested against published values.
+// fixtures read alike; what an outcome counts as is trial/outcome's, the
+// one definition the job's own counts use too. A result it cannot read is
+// named in every report, never dropped silently; a figure of nothing (the
+// pass rate of a condition with no scored trial) is null, never 0. Its
+// statistics (Wilson intervals, the unbiased pass@k, percentile bootstrap
+// intervals with a fixed seed, the exact McNemar test) are small
+// functions, each tested against published values.
 package report

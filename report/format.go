@@ -38,10 +38,15 @@ func (c *Comparison) Write(w io.Writer, format string) error {
 	return fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats, ", "))
 }
 
-// writeJSON writes the comparison; infinities and NaNs (no pass, no pair)
-// become null, as JSON has no such numbers.
+// writeJSON writes the comparison; infinities and NaNs (no pass, no pair,
+// nothing scored) become null, as JSON has no such numbers. The skipped
+// results are always there, [] when none, so a reader can rely on them.
 func (c *Comparison) writeJSON(w io.Writer) error {
-	data, err := json.Marshal(c)
+	out := *c
+	if out.Skipped == nil {
+		out.Skipped = []Unreadable{}
+	}
+	data, err := json.Marshal(&out)
 	if err != nil {
 		return err
 	}
@@ -66,22 +71,37 @@ func finite(v float64) any {
 	return v
 }
 
-// MarshalJSON writes cost per solved as null when nothing was solved.
+// MarshalJSON writes as null the figures that do not exist: cost per
+// solved with no pass; pass rate, mean reward and costs per trial with
+// nothing scored; wall times with no scored trial that has both times.
 func (c *Condition) MarshalJSON() ([]byte, error) {
 	type plain Condition
+	var wallMean, wallMedian any
+	if c.walls > 0 {
+		wallMean, wallMedian = c.WallMean, c.WallMedian
+	}
 	return json.Marshal(struct {
 		*plain
-		CostPerSolved any `json:"cost_per_solved_usd"`
-	}{(*plain)(c), finite(c.CostPerSolved)})
+		PassRate           any `json:"pass_rate"`
+		MeanReward         any `json:"mean_reward"`
+		CostPerTrialMean   any `json:"cost_per_trial_mean_usd"`
+		CostPerTrialMedian any `json:"cost_per_trial_median_usd"`
+		CostPerSolved      any `json:"cost_per_solved_usd"`
+		WallMean           any `json:"wall_mean_ns"`
+		WallMedian         any `json:"wall_median_ns"`
+	}{(*plain)(c), finite(c.PassRate), finite(c.MeanReward), finite(c.CostPerTrialMean), finite(c.CostPerTrialMedian),
+		finite(c.CostPerSolved), wallMean, wallMedian})
 }
 
-// MarshalJSON writes the difference as null when there was no pair.
+// MarshalJSON writes the difference and the p-value as null when there was
+// no pair.
 func (p Paired) MarshalJSON() ([]byte, error) {
 	type plain Paired
 	return json.Marshal(struct {
 		plain
-		Diff any `json:"pass_rate_diff"`
-	}{plain(p), finite(p.Diff)})
+		Diff     any `json:"pass_rate_diff"`
+		McNemarP any `json:"mcnemar_exact_p"`
+	}{plain(p), finite(p.Diff), finite(p.McNemarP)})
 }
 
 // table writes rows either aligned for a terminal or as a markdown table.
@@ -134,15 +154,24 @@ func (c *Comparison) writeText(w io.Writer, md bool) error {
 	for _, warn := range c.Warnings {
 		fmt.Fprintf(w, "Warning: %s.\n", warn)
 	}
+	if len(c.Skipped) > 0 {
+		heading(skippedHeading(len(c.Skipped)))
+		for _, s := range c.Skipped {
+			if md {
+				fmt.Fprintf(w, "- `%s`: %s\n", s.Path, s.Reason)
+			} else {
+				fmt.Fprintf(w, "%s: %s\n", s.Path, s.Reason)
+			}
+		}
+	}
 
 	heading("Conditions")
 	t := &table{md: md}
-	t.row("condition", "trials", "scored", "passed", "pass rate (95% CI)", "mean reward", "pass@k", "infra", "verifier err", "cost/trial mean (median)", "cost/solved", "wall median")
+	t.row("condition", "trials", "scored", "passed", "pass rate (95% CI)", "mean reward", "pass@k", "infra", "verifier err", "cost/trial mean (median)", "cost/solved", "total cost", "wall median")
 	for _, cd := range c.Conditions {
 		t.row(cd.Name, fmt.Sprint(cd.Trials), fmt.Sprint(cd.Scored), fmt.Sprint(cd.Passed),
-			fmt.Sprintf("%s [%s, %s]", pct(cd.PassRate, cd.Scored), pct(cd.PassRateCI.Low, 1), pct(cd.PassRateCI.High, 1)),
-			num(cd.MeanReward, cd.Scored), passAtK(cd.PassAtK), fmt.Sprint(cd.Infra), fmt.Sprint(cd.VerifierError),
-			fmt.Sprintf("%s (%s)", usd(cd.CostPerTrialMean), usd(cd.CostPerTrialMedian)), usd(cd.CostPerSolved), dur(cd.WallMedian))
+			rateCI(cd), num(cd.MeanReward), passAtK(cd.PassAtK), fmt.Sprint(cd.UnscoredInfra), fmt.Sprint(cd.VerifierError),
+			costPerTrial(cd), usd(cd.CostPerSolved), usd(cd.TotalCostUSD), dur(cd.WallMedian))
 	}
 	t.write(w)
 
@@ -164,7 +193,7 @@ func (c *Comparison) writeText(w io.Writer, md bool) error {
 				note = "-"
 			}
 			t.row(p.Condition, fmt.Sprint(p.Pairs), diff, fmt.Sprintf("%d / %d / %d / %d", p.BothPassed, p.OnlyBaseline, p.OnlyThis, p.NeitherPass),
-				fmt.Sprintf("%.3g", p.McNemarP), note)
+				pval(p.McNemarP), note)
 		}
 		t.write(w)
 	}
@@ -206,11 +235,43 @@ func (c *Comparison) writeText(w io.Writer, md bool) error {
 	return nil
 }
 
-func pct(v float64, n int) string {
-	if n == 0 || math.IsNaN(v) {
+// skippedHeading heads the list of results left out as unreadable.
+func skippedHeading(n int) string {
+	if n == 1 {
+		return "Not read: 1 result left out of every figure"
+	}
+	return fmt.Sprintf("Not read: %d results left out of every figure", n)
+}
+
+// rateCI is a pass rate with its interval, or "-" with nothing scored.
+func rateCI(c *Condition) string {
+	if math.IsNaN(c.PassRate) {
+		return "-"
+	}
+	return fmt.Sprintf("%s [%s, %s]", pct(c.PassRate), pct(c.PassRateCI.Low), pct(c.PassRateCI.High))
+}
+
+// costPerTrial is the mean and median cost per scored trial, or "-".
+func costPerTrial(c *Condition) string {
+	if math.IsNaN(c.CostPerTrialMean) {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s)", usd(c.CostPerTrialMean), usd(c.CostPerTrialMedian))
+}
+
+// pct is a rate as a percentage; "-" for none (NaN).
+func pct(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*v)
+}
+
+func pval(p float64) string {
+	if math.IsNaN(p) {
+		return "-"
+	}
+	return fmt.Sprintf("%.3g", p)
 }
 
 func signedPct(v float64) string {
@@ -220,8 +281,8 @@ func signedPct(v float64) string {
 	return fmt.Sprintf("%+.1f pp", 100*v)
 }
 
-func num(v float64, n int) string {
-	if n == 0 || math.IsNaN(v) {
+func num(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "-"
 	}
 	return fmt.Sprintf("%.3f", v)
@@ -247,13 +308,17 @@ func dur(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-func passAtK(m map[int]float64) string {
+func passAtK(m map[int]float64) string { return passAtKSep(m, " ") }
+
+// passAtKSep writes pass@k as "@1 0.33, @2 0.42", inner between each k and
+// its value.
+func passAtKSep(m map[int]float64, inner string) string {
 	if len(m) == 0 {
 		return "-"
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("@%d %.2f", k, m[k]))
+		parts = append(parts, fmt.Sprintf("@%d%s%.2f", k, inner, m[k]))
 	}
 	return strings.Join(parts, ", ")
 }

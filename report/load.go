@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 // Trial is what a comparison needs of one trial's result.json. It is read
@@ -20,17 +22,17 @@ import (
 type Trial struct {
 	// Dir is the trial folder; Job the job folder holding it.
 	Dir, Job     string
-	Name         string    `json:"trial_name"`
-	Task         string    `json:"task_name"`
-	Attempt      int       `json:"attempt"`
-	Condition    string    `json:"condition"`
-	ManifestHash string    `json:"manifest_sha256"`
-	TaskChecksum string    `json:"task_checksum"`
-	Outcome      string    `json:"outcome"`
-	Reason       string    `json:"completion_reason"`
-	Reward       *float64  `json:"reward"`
-	StartedAt    time.Time `json:"started_at"`
-	FinishedAt   time.Time `json:"finished_at"`
+	Name         string          `json:"trial_name"`
+	Task         string          `json:"task_name"`
+	Attempt      int             `json:"attempt"`
+	Condition    string          `json:"condition"`
+	ManifestHash string          `json:"manifest_sha256"`
+	TaskChecksum string          `json:"task_checksum"`
+	Outcome      outcome.Outcome `json:"outcome"`
+	Reason       string          `json:"completion_reason"`
+	Reward       *float64        `json:"reward"`
+	StartedAt    time.Time       `json:"started_at"`
+	FinishedAt   time.Time       `json:"finished_at"`
 	AgentResult  struct {
 		InputTokens  int64   `json:"n_input_tokens"`
 		CachedTokens int64   `json:"n_cache_tokens"`
@@ -55,12 +57,55 @@ type Trial struct {
 // Wall is the trial's time from start to finish.
 func (t *Trial) Wall() time.Duration { return t.FinishedAt.Sub(t.StartedAt) }
 
+// UnreadableError is a result.json that could not be read as a trial: bad
+// JSON, figures no trial can have, too big to be troupe's. Load skips it
+// and returns it among its errors, so that a comparison of the rest can
+// still name it (see Skipped): a result left out silently would change the
+// figures with nobody knowing.
+type UnreadableError struct {
+	Path string
+	Err  error
+}
+
+func (e *UnreadableError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *UnreadableError) Unwrap() error { return e.Err }
+
+// Unreadable is a skipped result as reports name it.
+type Unreadable struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// Skipped lists the unreadable results among the errors Load (or a scan of
+// the viewer) returned, in the order found; other errors (a missing folder)
+// are not results and are left to the caller.
+func Skipped(err error) []Unreadable {
+	var out []Unreadable
+	var walk func(error)
+	walk = func(err error) {
+		// A joined error is opened here: errors.AsType would stop at
+		// the first unreadable result of the join.
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		if u, ok := errors.AsType[*UnreadableError](err); ok {
+			out = append(out, Unreadable{Path: u.Path, Reason: u.Err.Error()})
+		}
+	}
+	walk(err)
+	return out
+}
+
 // Load reads every trial result under the given folders: job folders (with
 // their trial folders), trial folders, or folders of jobs. Runs that a job
 // superseded (.superseded/) are left out, and so is anything inside a trial
 // folder (what a task's verifier left in /logs cannot pose as a trial). A
 // result.json that is not a trial's is skipped; one that cannot be read is
-// an error naming it.
+// an *UnreadableError naming it, joined with the others, and the trials
+// that could be read are returned beside the error.
 func Load(dirs ...string) ([]*Trial, error) {
 	var trials []*Trial
 	var errs []error
@@ -142,27 +187,45 @@ func readRegular(path string) ([]byte, os.FileInfo, error) {
 		return nil, nil, nil
 	}
 	if info.Size() > 16<<20 {
-		return nil, nil, fmt.Errorf("%s is %d bytes: too big to be troupe's", path, info.Size())
+		return nil, nil, fmt.Errorf("%d bytes: too big to be troupe's", info.Size())
 	}
 	data, err := os.ReadFile(path)
 	return data, info, err
 }
 
+// known reports whether an outcome is one result.json may hold.
+func known(o outcome.Outcome) bool {
+	return o.Scored() || o == outcome.UnscoredInfra || o == outcome.Cancelled
+}
+
 // readTrial reads one result.json; nil when it is not a trial's (a job's).
+// A result that cannot be read is an *UnreadableError.
 func readTrial(path string) (*Trial, error) {
+	t, err := decodeTrial(path)
+	if err != nil {
+		return nil, &UnreadableError{Path: path, Err: err}
+	}
+	return t, nil
+}
+
+func decodeTrial(path string) (*Trial, error) {
 	data, _, err := readRegular(path)
 	if data == nil || err != nil {
 		return nil, err
 	}
 	var t Trial
 	if err := json.Unmarshal(data, &t); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	if t.Name == "" || t.Outcome == "" {
 		return nil, nil
 	}
 	if t.Condition == "" || t.Task == "" {
-		return nil, fmt.Errorf("%s: a trial result without a condition or a task", path)
+		return nil, errors.New("a trial result without a condition or a task")
+	}
+	if !known(t.Outcome) {
+		// Counted by no tally, it would be a trial in no column.
+		return nil, fmt.Errorf("outcome %q is none of troupe's", t.Outcome)
 	}
 	// Figures no trial can have would only poison the sums.
 	plausible := func(v float64) bool { return v >= 0 && v <= 1e9 }
@@ -171,7 +234,7 @@ func readTrial(path string) (*Trial, error) {
 		ok = ok && plausible(a.Usage.CostUSD) && a.Usage.Calls >= 0 && a.Usage.InputTokens >= 0 && a.Usage.OutputTokens >= 0 && a.Usage.CachedTokens >= 0
 	}
 	if !ok || t.AgentResult.InputTokens < 0 || t.AgentResult.OutputTokens < 0 {
-		return nil, fmt.Errorf("%s: implausible figures (a negative count, or a cost or reward out of range)", path)
+		return nil, errors.New("implausible figures (a negative count, or a cost or reward out of range)")
 	}
 	t.Dir = filepath.Dir(path)
 	t.Job = filepath.Dir(t.Dir)

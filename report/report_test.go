@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -44,7 +46,7 @@ func TestCompareFixture(t *testing.T) {
 	}
 	solo, team := c.Conditions[0], c.Conditions[1]
 	// solo: 12 trials, one unscored_infra: 11 scored, 4 passed.
-	if solo.Trials != 12 || solo.Scored != 11 || solo.Passed != 4 || solo.Infra != 1 || !near(solo.PassRate, 4.0/11, 1e-9) {
+	if solo.Trials != 12 || solo.Scored != 11 || solo.Passed != 4 || solo.UnscoredInfra != 1 || !near(solo.PassRate, 4.0/11, 1e-9) {
 		t.Errorf("solo %+v", solo)
 	}
 	if w := Wilson(4, 11); solo.PassRateCI != w {
@@ -88,7 +90,7 @@ func sumScoredCost(t *testing.T, cond string) float64 {
 	trials, _ := Load("testdata/jobs")
 	sum := 0.0
 	for _, tr := range trials {
-		if tr.Condition == cond && scored(tr) {
+		if tr.Condition == cond && tr.Outcome.Scored() {
 			sum += tr.AgentResult.CostUSD
 		}
 	}
@@ -117,10 +119,10 @@ func TestCompareProblems(t *testing.T) {
 }
 
 // mk makes an in-memory trial, finished at minute min of the day.
-func mk(cond, hash, task string, attempt int, outcome string, minute int) *Trial {
+func mk(cond, hash, task string, attempt int, o outcome.Outcome, minute int) *Trial {
 	start := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	return &Trial{Name: fmt.Sprintf("%s__%s__%d", task, cond, attempt), Task: task, Attempt: attempt,
-		Condition: cond, ManifestHash: hash, Outcome: outcome, Dir: fmt.Sprintf("%s-%d", cond, minute),
+		Condition: cond, ManifestHash: hash, Outcome: o, Dir: fmt.Sprintf("%s-%d", cond, minute),
 		StartedAt: start, FinishedAt: start.Add(time.Duration(minute) * time.Minute)}
 }
 
@@ -132,8 +134,8 @@ func TestPairingDuplicatesAndChangedTasks(t *testing.T) {
 	var trials []*Trial
 	for i := range 5 {
 		task := fmt.Sprint("task-", i)
-		trials = append(trials, mk("solo", "aaaa", task, 1, failed, 1),
-			mk("team", "bbbb", task, 1, passed, 2), mk("team", "bbbb", task, 1, passed, 3))
+		trials = append(trials, mk("solo", "aaaa", task, 1, outcome.Failed, 1),
+			mk("team", "bbbb", task, 1, outcome.Passed, 2), mk("team", "bbbb", task, 1, outcome.Passed, 3))
 	}
 	for _, base := range []string{"solo", "team"} {
 		c, err := Compare(trials, base)
@@ -146,7 +148,7 @@ func TestPairingDuplicatesAndChangedTasks(t *testing.T) {
 		}
 	}
 	// The latest result of a duplicated (task, attempt) is the one paired.
-	late := mk("team", "bbbb", "task-0", 1, failed, 9)
+	late := mk("team", "bbbb", "task-0", 1, outcome.Failed, 9)
 	c, _ := Compare(append(slices.Clone(trials), late), "solo")
 	if p := c.Paired[0]; p.Pairs != 5 || p.NeitherPass != 1 || p.OnlyThis != 4 {
 		t.Errorf("latest result not used: %+v", p)
@@ -162,8 +164,8 @@ func TestPairingDuplicatesAndChangedTasks(t *testing.T) {
 }
 
 func TestBaselineIsNameFirstThenUniqueHashPrefix(t *testing.T) {
-	trials := []*Trial{mk("alpha", "be11aa", "t", 1, passed, 1), mk("be", "0000aa", "t", 1, passed, 1),
-		mk("cafe", "be22bb", "t", 1, passed, 1), mk("solo", "", "t", 1, passed, 1)}
+	trials := []*Trial{mk("alpha", "be11aa", "t", 1, outcome.Passed, 1), mk("be", "0000aa", "t", 1, outcome.Passed, 1),
+		mk("cafe", "be22bb", "t", 1, outcome.Passed, 1), mk("solo", "", "t", 1, outcome.Passed, 1)}
 	tests := []struct{ arg, want, err string }{
 		{"be", "be", ""},
 		{"be11", "alpha", ""},
@@ -184,7 +186,7 @@ func TestBaselineIsNameFirstThenUniqueHashPrefix(t *testing.T) {
 }
 
 func TestWallTimeLeavesOutResultsWithoutTimes(t *testing.T) {
-	a, b := mk("solo", "aa", "t", 1, passed, 4), mk("solo", "aa", "t", 2, passed, 0)
+	a, b := mk("solo", "aa", "t", 1, outcome.Passed, 4), mk("solo", "aa", "t", 2, outcome.Passed, 0)
 	b.FinishedAt = time.Time{} // a crashed writer's result
 	c, _ := Compare([]*Trial{a, b}, "")
 	if w := c.Conditions[0].WallMean; w != 4*time.Minute || c.Conditions[0].WallMedian != w {
@@ -196,15 +198,15 @@ func TestWarningsAndPassAtKAreReproducible(t *testing.T) {
 	var trials []*Trial
 	for i := range 40 {
 		for a := range 7 {
-			out := failed
+			out := outcome.Failed
 			if (i*7+a)%3 != 0 {
-				out = passed
+				out = outcome.Passed
 			}
 			trials = append(trials, mk("c", "h", fmt.Sprint("task-", i), a+1, out, 1))
 		}
 	}
 	for _, n := range []string{"w", "x", "y", "z"} {
-		trials = append(trials, mk(n, n+"1", "t", 1, passed, 1), mk(n, n+"2", "t", 1, passed, 1))
+		trials = append(trials, mk(n, n+"1", "t", 1, outcome.Passed, 1), mk(n, n+"2", "t", 1, outcome.Passed, 1))
 	}
 	first, _ := Compare(trials, "c")
 	for range 20 {

@@ -18,17 +18,28 @@ type Interval struct {
 // Wilson is the Wilson score 95% interval for successes out of n
 // (Newcombe 1998, method 3): unlike the normal approximation it stays in
 // [0, 1] and behaves at 0 and n successes, which small benchmark samples hit.
-// n = 0 gives [0, 1].
+// n = 0 gives no interval (NaN bounds): nothing was measured, and [0, 1]
+// would read as a measurement.
 func Wilson(successes, n int) Interval {
 	if n <= 0 {
-		return Interval{0, 1}
+		return Interval{math.NaN(), math.NaN()}
 	}
 	p := float64(successes) / float64(n)
 	nf := float64(n)
 	z2 := z95 * z95
 	center := (p + z2/(2*nf)) / (1 + z2/nf)
 	half := z95 * math.Sqrt(p*(1-p)/nf+z2/(4*nf*nf)) / (1 + z2/nf)
-	return Interval{math.Max(0, center-half), math.Min(1, center+half)}
+	in := Interval{math.Max(0, center-half), math.Min(1, center+half)}
+	// At all or no passes the bound is exactly 1 or 0 (center and half
+	// are then equal, and their sum is (1+z²/n)/(1+z²/n)); floating
+	// point would print 99.99…% for "every trial passed".
+	if successes >= n {
+		in.High = 1
+	}
+	if successes <= 0 {
+		in.Low = 0
+	}
+	return in
 }
 
 // PassAtK is the unbiased estimator of pass@k from n attempts of which c
@@ -85,18 +96,28 @@ const (
 // differences (one value per pair, e.g. passed(B) - passed(A) on the same
 // task and attempt), from resamples of the pairs with a fixed seed.
 func PairedBootstrap(diffs []float64, resamples int, seed uint64) Interval {
-	if len(diffs) == 0 {
+	return BootstrapMean(diffs, resamples, seed)
+}
+
+// BootstrapMean is the percentile 95% interval of the mean of values, from
+// resamples with a fixed seed; NaN bounds with no value. It is the cost
+// axis's interval: costs are skewed and few, so no normal approximation.
+// With one value, or all equal, it has no width: a handful of trials
+// shows less spread than there is, which the pass-rate interval beside it
+// does not hide.
+func BootstrapMean(values []float64, resamples int, seed uint64) Interval {
+	if len(values) == 0 || resamples <= 0 {
 		return Interval{math.NaN(), math.NaN()}
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	means := make([]float64, resamples)
-	n := len(diffs)
+	n := len(values)
 	for r := range means {
-		sum := 0.0
+		total := 0.0
 		for range n {
-			sum += diffs[rng.IntN(n)]
+			total += values[rng.IntN(n)]
 		}
-		means[r] = sum / float64(n)
+		means[r] = total / float64(n)
 	}
 	slices.Sort(means)
 	return Interval{quantile(means, 0.025), quantile(means, 0.975)}
@@ -122,13 +143,18 @@ func median(values []float64) float64 {
 	return quantile(slices.Sorted(slices.Values(values)), 0.5)
 }
 
+// mean of values; NaN with none.
 func mean(values []float64) float64 {
 	if len(values) == 0 {
 		return math.NaN()
 	}
-	sum := 0.0
+	return sum(values) / float64(len(values))
+}
+
+func sum(values []float64) float64 {
+	total := 0.0
 	for _, v := range values {
-		sum += v
+		total += v
 	}
-	return sum / float64(len(values))
+	return total
 }

@@ -25,11 +25,36 @@ func TestWilsonAgainstNewcombe(t *testing.T) {
 			t.Errorf("Wilson(%d/%d) = [%.4f, %.4f], want [%.4f, %.4f]", c.x, c.n, got.Low, got.High, c.low, c.high)
 		}
 	}
-	if got := Wilson(0, 0); got.Low != 0 || got.High != 1 {
-		t.Errorf("Wilson(0/0) = %v", got)
+	if got := Wilson(0, 0); !math.IsNaN(got.Low) || !math.IsNaN(got.High) {
+		t.Errorf("Wilson(0/0) = %v, want no interval (NaN): [0, 1] would read as measured", got)
 	}
 	if got := Wilson(10, 10); got.High != 1 || got.Low <= 0.69 || got.Low >= 0.73 {
 		t.Errorf("Wilson(10/10) = %v", got) // 0.7225 by the formula
+	}
+}
+
+// At all passes the upper bound is exactly 1, and at none the lower bound
+// exactly 0: floating point gave 0.9999999999999999 (n = 14, 16, 27, …)
+// and 6.9e-18 (n = 27, 45, …), a bound short of 100% or above 0%.
+func TestWilsonExactAtTheEnds(t *testing.T) {
+	ns := []int{14, 16, 17, 27, 45, 54, 90, 12345, 99999}
+	for n := 1; n <= 300; n++ {
+		ns = append(ns, n)
+	}
+	for _, n := range ns {
+		if got := Wilson(n, n); got.High != 1 || !(got.Low > 0 && got.Low < 1) {
+			t.Errorf("Wilson(%d/%d) = [%v, %v], want the high bound exactly 1", n, n, got.Low, got.High)
+		}
+		if got := Wilson(0, n); got.Low != 0 || !(got.High > 0 && got.High < 1) {
+			t.Errorf("Wilson(0/%d) = [%v, %v], want the low bound exactly 0", n, got.Low, got.High)
+		}
+		// The interval is symmetric: k of n and n-k of n mirror each other.
+		for _, k := range []int{0, n / 3, n / 2, n} {
+			a, b := Wilson(k, n), Wilson(n-k, n)
+			if !near(a.Low, 1-b.High, 1e-12) || !near(a.High, 1-b.Low, 1e-12) {
+				t.Errorf("Wilson(%d/%d) = %v and Wilson(%d/%d) = %v do not mirror", k, n, a, n-k, n, b)
+			}
+		}
 	}
 }
 

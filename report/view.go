@@ -10,12 +10,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 // Viewer is troupe view: a read-only web UI over the job folders under
@@ -43,7 +46,8 @@ const (
 )
 
 var viewPages = template.Must(template.New("view").Funcs(funcs).Funcs(template.FuncMap{
-	"deref": func(p *float64) float64 { return *p },
+	"deref":      func(p *float64) float64 { return *p },
+	"cutSummary": cutSummary,
 }).ParseFS(templateFS, "templates/parts.html", "templates/view.html"))
 
 func (v *Viewer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -55,11 +59,12 @@ func (v *Viewer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "troupe view is read-only", http.StatusMethodNotAllowed)
 		return
 	}
+	q := r.URL.Query()
 	switch r.URL.Path {
 	case "/":
-		v.index(w)
+		v.index(w, q.Get("baseline"))
 	case "/trial":
-		v.trial(w, r.URL.Query().Get("t"))
+		v.trial(w, q.Get("t"), q.Get("baseline"))
 	default:
 		http.NotFound(w, r)
 	}
@@ -95,8 +100,9 @@ func render(w http.ResponseWriter, page string, data any) {
 	w.Write(buf.Bytes())
 }
 
-// A running trial has a config.json and no result.json yet.
-const outcomeRunning = "running"
+// A running trial has a config.json and no result.json yet: the viewer
+// shows it with this outcome of its own, which no result holds.
+const outcomeRunning outcome.Outcome = "running"
 
 // found is what one scan of Dir finds.
 type found struct {
@@ -164,11 +170,29 @@ type jobRow struct {
 }
 
 type trialRow struct {
-	Key string
-	T   *Trial
+	Href string
+	T    *Trial
 }
 
-func (v *Viewer) index(w http.ResponseWriter) {
+// baselineLink is one condition the user can compare the others with.
+type baselineLink struct {
+	Name, Href string
+	Current    bool
+}
+
+// withBaseline is a page's address with the chosen baseline kept in its
+// query, so that following a link does not lose the choice.
+func withBaseline(path string, q url.Values, baseline string) string {
+	if baseline != "" {
+		q.Set("baseline", baseline)
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+func (v *Viewer) index(w http.ResponseWriter, baseline string) {
 	f := v.scan()
 	if len(f.trials) == 0 && len(f.jobs) == 0 {
 		msg := fmt.Sprintf("no jobs or trials under %s: give troupe run's --out folder", v.Dir)
@@ -191,14 +215,13 @@ func (v *Viewer) index(w http.ResponseWriter) {
 	for _, dir := range f.jobs {
 		job(dir)
 	}
-	var rows []trialRow
 	for _, t := range f.trials {
 		j := job(t.Job)
 		j.Trials++
 		switch t.Outcome {
-		case passed:
+		case outcome.Passed:
 			j.Passed++
-		case failed:
+		case outcome.Failed:
 			j.Failed++
 		case outcomeRunning:
 			j.Running++
@@ -208,7 +231,6 @@ func (v *Viewer) index(w http.ResponseWriter) {
 		if t.Outcome != outcomeRunning {
 			finished = append(finished, t)
 		}
-		rows = append(rows, trialRow{Key: v.rel(t.Dir), T: t})
 	}
 	running := false
 	var jobList []*jobRow
@@ -217,19 +239,50 @@ func (v *Viewer) index(w http.ResponseWriter) {
 		running = running || j.JobRunning || j.Running > 0
 	}
 	slices.SortFunc(jobList, func(a, b *jobRow) int { return strings.Compare(a.Name, b.Name) })
-	c, err := Compare(finished, "")
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
+	c, baseline, baselineErr := compareWith(finished, baseline)
+	c.Skipped = Skipped(errors.Join(f.errs...))
 	var problems []string
 	for _, e := range f.errs {
-		problems = append(problems, e.Error())
+		if _, ok := errors.AsType[*UnreadableError](e); !ok {
+			problems = append(problems, e.Error())
+		}
 	}
-	render(w, "index", map[string]any{
-		"Title": v.Dir, "Dir": v.Dir, "Running": running, "Jobs": jobList, "Trials": rows, "C": c, "Problems": problems,
-		"PassRate": template.HTML(passRateChart(c)), "Pareto": template.HTML(paretoChart(c)), "Grid": template.HTML(gridChart(c)),
-	})
+	if baselineErr != nil {
+		problems = append(problems, baselineErr.Error()+"; compared with "+c.Baseline+", the first by name")
+	}
+	var rows []trialRow
+	for _, t := range f.trials {
+		rows = append(rows, trialRow{Href: withBaseline("/trial", url.Values{"t": {v.rel(t.Dir)}}, baseline), T: t})
+	}
+	var links []baselineLink
+	for _, cd := range c.Conditions {
+		links = append(links, baselineLink{Name: cd.Name, Href: withBaseline("/", url.Values{}, cd.Name) + "#comparison", Current: cd.Name == c.Baseline})
+	}
+	data := chartData(c)
+	for k, val := range map[string]any{
+		"Title": v.Dir, "Dir": v.Dir, "Running": running, "Jobs": jobList, "Trials": rows, "Problems": problems,
+		"Baselines": links, "Home": withBaseline("/", url.Values{}, baseline),
+	} {
+		data[k] = val
+	}
+	render(w, "index", data)
+}
+
+// compareWith compares against the baseline the user chose, or the first
+// condition by name. A choice that names no condition (an old link) is not
+// an error page: the comparison is shown against the first, and the error
+// says why; the baseline returned is the choice to keep in links, "" then.
+func compareWith(trials []*Trial, baseline string) (*Comparison, string, error) {
+	if baseline != "" {
+		c, err := Compare(trials, baseline)
+		if err == nil {
+			return c, baseline, nil
+		}
+		c, _ = Compare(trials, "")
+		return c, "", fmt.Errorf("baseline: %w", err)
+	}
+	c, err := Compare(trials, "")
+	return c, "", err
 }
 
 // jobRunning: a job whose result.json has no finished_at is running (or
@@ -252,44 +305,6 @@ func (v *Viewer) rel(p string) string {
 		return p
 	}
 	return filepath.ToSlash(r)
-}
-
-// Message is one channel message on the trial page.
-type Message struct {
-	Seq     int
-	Time    string
-	From    string
-	To      []string
-	Content string
-	Done    bool // the DONE: that ended the trial
-	Ignored bool // a DONE: that ended nothing
-}
-
-// Call is one model call on the trial page.
-type Call struct {
-	Time         string  `json:"-"`
-	RawTime      string  `json:"time"`
-	Status       int     `json:"status"`
-	InputTokens  int64   `json:"input_tokens"`
-	CachedTokens int64   `json:"cached_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
-	LatencyMS    float64 `json:"latency_ms"`
-	ErrorClass   string  `json:"error_class"`
-	Error        string  `json:"error"`
-}
-
-type agentView struct {
-	ID, Role, Kind string
-	Calls          []Call
-	CallsNote      string
-	Total          RoleUsage
-	Log, Stdout    string
-}
-
-// member is one line of relay/members.json, or an agent of result.json.
-type member struct {
-	ID, Role, Kind, Pubkey string
 }
 
 // files reads a trial's files inside the viewer's folder.
@@ -329,22 +344,36 @@ func (tf files) tail(name string, limit int64) (io.ReadCloser, int64, error) {
 }
 
 // lines calls fn for each whole JSON line of the last maxTailBytes of a
-// file, and says what it left out.
-func (tf files) lines(name string, fn func([]byte)) (note string) {
+// file, with cut set instead for the marker where troupe dropped the
+// file's middle when it wrote it, and says what was left out. The error is
+// the file's: absent, or not a regular file.
+func (tf files) lines(name string, fn func(line []byte, cut *Cut)) (note string, err error) {
 	f, skipped, err := tf.tail(name, maxTailBytes)
 	if err != nil {
-		return ""
+		return "", err
 	}
 	defer f.Close()
-	tooLong := eachLine(f, skipped > 0, fn)
+	var dropped, cuts int64
+	tooLong := eachLine(f, skipped > 0, func(line []byte) {
+		if c := jsonlCut(line); c != nil {
+			dropped += c.DroppedBytes
+			cuts++
+			fn(nil, c)
+			return
+		}
+		fn(line, nil)
+	})
 	var notes []string
+	if cuts > 0 {
+		notes = append(notes, fmt.Sprintf("%d bytes of %s were dropped when troupe wrote it (marked where)", dropped, name))
+	}
 	if skipped > 0 {
 		notes = append(notes, fmt.Sprintf("the first %d bytes of %s are left out", skipped, name))
 	}
 	if tooLong > 0 {
 		notes = append(notes, fmt.Sprintf("%d lines of %s over %d MiB are left out", tooLong, name, maxLineBytes>>20))
 	}
-	return strings.Join(notes, "; ")
+	return strings.Join(notes, "; "), nil
 }
 
 // eachLine calls fn for each line of r; a line over maxLineBytes is
@@ -380,8 +409,14 @@ func eachLine(r io.Reader, partial bool, fn func([]byte)) (tooLong int) {
 	}
 }
 
-// shown reads the end of a text file for a page.
-func (tf files) shown(name string) string {
+// shown reads the end of a text file for a page, its markers of dropped
+// lines apart.
+func (tf files) shown(name string) []logPart {
+	return splitCuts(tf.text(name))
+}
+
+// text reads the end of a text file for a page.
+func (tf files) text(name string) string {
 	f, skipped, err := tf.tail(name, maxShown)
 	if errors.Is(err, os.ErrNotExist) {
 		return "(none)"
@@ -414,156 +449,4 @@ func (tf files) readJSON(name string, v any) {
 	if info.Size() <= 16<<20 {
 		json.NewDecoder(f).Decode(v)
 	}
-}
-
-// safeID: an agent id that names a folder inside agents/, nothing else.
-func safeID(id string) bool {
-	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, `/\`)
-}
-
-func (v *Viewer) trial(w http.ResponseWriter, key string) {
-	f := v.scan()
-	i := slices.IndexFunc(f.trials, func(t *Trial) bool { return v.rel(t.Dir) == key })
-	if key == "" || i < 0 {
-		http.Error(w, "no such trial under "+v.Dir, http.StatusNotFound)
-		return
-	}
-	t := f.trials[i]
-	root, err := os.OpenRoot(v.Dir)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	defer root.Close()
-	tf := files{root: root, dir: key}
-	live := t.Outcome == outcomeRunning
-
-	var full fullResult
-	if !live {
-		tf.readJSON("result.json", &full)
-	}
-	var roster []member
-	tf.readJSON("relay/members.json", &roster)
-	if len(full.Agents) > 0 {
-		roster = append(slices.DeleteFunc(roster, func(m member) bool { return m.Kind != "user" }), full.Agents...)
-	}
-	names := map[string]string{}
-	userKnown := false
-	for _, m := range roster {
-		if m.Kind == "user" {
-			names[m.Pubkey], userKnown = "user", true
-			continue
-		}
-		names[m.Pubkey] = fmt.Sprintf("%s (%s)", m.ID, m.Role)
-	}
-	name := func(pk string) string {
-		if n, ok := names[pk]; ok {
-			return n
-		}
-		if !userKnown {
-			return "user" // results written before members.json
-		}
-		return "unknown key " + pk[:min(12, len(pk))]
-	}
-
-	var msgs []Message
-	transcriptNote := tf.lines("relay/transcript.jsonl", func(line []byte) {
-		var rec transcriptLine
-		if json.Unmarshal(line, &rec) != nil || rec.Event.Kind != 9 {
-			return
-		}
-		ev := rec.Event
-		m := Message{Seq: rec.Seq, Time: rec.ReceivedAt.UTC().Format("15:04:05.000"), From: name(ev.PubKey), Content: ev.Content}
-		for _, tag := range ev.Tags {
-			if len(tag) >= 2 && tag[0] == "p" {
-				m.To = append(m.To, name(tag[1]))
-			}
-		}
-		if strings.HasPrefix(ev.Content, "DONE:") && !live {
-			m.Done = full.Done != nil && full.Done.EventID == ev.ID
-			m.Ignored = !m.Done
-		}
-		msgs = append(msgs, m) // at most maxTailBytes of them
-	})
-	if len(msgs) > maxMessages {
-		dropped := len(msgs) - maxMessages
-		msgs = slices.Clone(msgs[dropped:])
-		transcriptNote = strings.TrimPrefix(transcriptNote+fmt.Sprintf("; the first %d messages read are left out: the last %d are shown", dropped, maxMessages), "; ")
-	}
-
-	usage := map[string]RoleUsage{}
-	for _, a := range t.Agents {
-		usage[a.ID] = RoleUsage(a.Usage)
-	}
-	var agents []agentView
-	for _, m := range roster {
-		if m.Kind == "user" {
-			continue
-		}
-		av := agentView{ID: m.ID, Role: m.Role, Kind: m.Kind}
-		if !safeID(m.ID) {
-			av.Log = "(an agent id that is not a folder name: nothing is read for it)"
-			agents = append(agents, av)
-			continue
-		}
-		dir := "agents/" + m.ID + "/"
-		av.CallsNote = tf.lines(dir+"llm-calls.jsonl", func(line []byte) {
-			var c Call
-			if json.Unmarshal(line, &c) != nil {
-				return
-			}
-			if ts, err := time.Parse(time.RFC3339Nano, c.RawTime); err == nil {
-				c.Time = ts.UTC().Format("15:04:05.000")
-			}
-			av.Total.Calls++
-			av.Total.InputTokens += c.InputTokens
-			av.Total.CachedTokens += c.CachedTokens
-			av.Total.OutputTokens += c.OutputTokens
-			av.Total.CostUSD += c.CostUSD
-			if len(av.Calls) < maxCallsPerPage {
-				av.Calls = append(av.Calls, c)
-			}
-		})
-		if u, ok := usage[m.ID]; ok {
-			av.Total = u // the gateway's own count, whatever the page read
-		}
-		if int(av.Total.Calls) > len(av.Calls) && av.CallsNote == "" {
-			av.CallsNote = fmt.Sprintf("the first %d calls are shown", len(av.Calls))
-		}
-		av.Log, av.Stdout = tf.shown(dir+"stderr.log"), tf.shown(dir+"stdout.log")
-		agents = append(agents, av)
-	}
-	exception := ""
-	if full.Exception != nil {
-		exception = full.Exception.Type + ": " + full.Exception.Message
-	}
-	render(w, "trial", map[string]any{
-		"Title": t.Name, "Running": live, "T": t, "Messages": msgs, "TranscriptNote": transcriptNote, "Agents": agents,
-		"Verifier": tf.shown("verifier/test-stdout.txt"), "VerifierErr": tf.shown("verifier/test-stderr.txt"),
-		"TrialLog": tf.shown("trial.log"), "Exception": exception,
-	})
-}
-
-// fullResult is what the trial page reads beyond Trial.
-type fullResult struct {
-	Agents []member `json:"agents"`
-	Done   *struct {
-		EventID string `json:"event_id"`
-	} `json:"done"`
-	Exception *struct {
-		Type    string `json:"exception_type"`
-		Message string `json:"exception_message"`
-	} `json:"exception_info"`
-}
-
-type transcriptLine struct {
-	Seq        int       `json:"seq"`
-	ReceivedAt time.Time `json:"received_at"`
-	Event      struct {
-		ID      string     `json:"id"`
-		Kind    int        `json:"kind"`
-		PubKey  string     `json:"pubkey"`
-		Tags    [][]string `json:"tags"`
-		Content string     `json:"content"`
-	} `json:"event"`
 }

@@ -2,13 +2,11 @@ package report
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -240,64 +238,4 @@ func TestViewerShowsRunningTrials(t *testing.T) {
 	if strings.Contains(page, "ignored DONE") {
 		t.Error("a running trial's DONE: is called ignored before the trial ends")
 	}
-}
-
-// chromium finds a headless browser, or says why the test cannot run.
-func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("TROUPE_REQUIRE_BROWSER") != "" {
-		t.Fatal("no chromium: bash .ci/test installs it (apt-get install chromium)")
-	}
-	t.Skip("no chromium here; bash .ci/test installs it and runs this test")
-	return ""
-}
-
-// TestViewInBrowser opens troupe view's trial page in headless Chromium:
-// the page must render the transcript, and a screenshot is kept.
-func TestViewInBrowser(t *testing.T) {
-	browser := chromium(t)
-	srv := httptest.NewServer(&Viewer{Dir: viewFixture})
-	t.Cleanup(srv.Close)
-	page := srv.URL + "/trial?t=" + url.QueryEscape("job-hello/hello-world__test-worker-done__1")
-	run := func(args ...string) []byte {
-		ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-		defer cancel()
-		home := t.TempDir()
-		cmd := exec.CommandContext(ctx, browser, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-			"--user-data-dir=" + filepath.Join(home, "profile")}, args...)...)
-		cmd.Env = append(os.Environ(), "HOME="+home)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", browser, err, stderr.String())
-		}
-		return out
-	}
-	dom := string(run("--dump-dom", page))
-	for _, want := range []string{`class="timeline"`, "ignored DONE", "DONE: the worker wrote /app/hello.txt.", "worker-1 (implementer)"} {
-		if !strings.Contains(dom, want) {
-			t.Errorf("the rendered page lacks %q", want)
-		}
-	}
-	dir := os.Getenv("TROUPE_TEST_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	shot, _ := filepath.Abs(filepath.Join(dir, "troupe-view-trial.png"))
-	os.MkdirAll(filepath.Dir(shot), 0o755)
-	run("--screenshot="+shot, "--window-size=1280,1600", "--hide-scrollbars", page)
-	info, err := os.Stat(shot)
-	if err != nil || info.Size() < 10_000 {
-		t.Fatalf("no screenshot: %v", err)
-	}
-	png, _ := os.ReadFile(shot)
-	if string(png[1:4]) != "PNG" {
-		t.Fatalf("%s is not a PNG", shot)
-	}
-	t.Logf("screenshot: %s (%d bytes)", shot, info.Size())
 }

@@ -29,15 +29,18 @@ jobs) and compare the conditions, grouped by manifest hash.
 Per condition: trials, scored trials, passes, pass rate with a Wilson 95% interval,
 mean reward, pass@k (the unbiased estimator, for the k every task has attempts for),
 infrastructure failures (shown, never counted), cost per trial (mean and median), cost
-per solved task, usage and cost by role, and wall time. Against the baseline (the
+per solved task, total cost (every trial, unscored ones included), usage and cost by
+role, and wall time. A figure of the scored trials of a condition that has none is
+null in JSON and "-" in tables, never 0. Against the baseline (the
 first condition by name, or --baseline): on the (task, attempt) pairs both conditions
 scored, the difference in pass rate with a paired bootstrap 95% interval (fixed seed,
 stated) and an exact McNemar p-value; with fewer than 10 pairs it says there are too
-few to tell. The counting policy is printed with the results.
+few to tell. The counting policy is printed with the results. A result.json that
+cannot be read is named in the report, and the rest is compared (exit 0).
 
 Formats: table (default, for a terminal), markdown, json, html (one self-contained
-page with charts: pass rates with intervals, cost against pass rate with the Pareto
-front, tasks by conditions).`,
+page with charts: pass rates with intervals, cost against pass rate with both
+intervals and the Pareto front, tasks by conditions with a legend).`,
 		Example: `  troupe compare jobs/tb2
   troupe compare jobs/tb2-solo jobs/tb2-team --baseline tb2-solo --format markdown
   troupe compare jobs/ --format html --out report.html`,
@@ -56,19 +59,23 @@ front, tasks by conditions).`,
 	return cmd
 }
 
+// runCompare compares what could be read. A result that could not be
+// (bad JSON, implausible figures, too big) does not fail the command while
+// others can be compared: it is warned of on standard error and named in
+// the report itself, in every format, so a saved report cannot hide it.
 func runCompare(stdout, stderr io.Writer, dirs []string, opts compareOptions) (err error) {
-	trials, err := report.Load(dirs...)
-	if err != nil && len(trials) == 0 {
-		return err
+	trials, loadErr := report.Load(dirs...)
+	if loadErr != nil && len(trials) == 0 {
+		return loadErr
 	}
-	if err != nil {
-		// Some results could not be read: say so, compare the rest.
-		fmt.Fprintf(stderr, "warning: %v\n", err)
+	if loadErr != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", loadErr)
 	}
 	c, err := report.Compare(trials, opts.baseline)
 	if err != nil {
 		return err
 	}
+	c.Skipped = report.Skipped(loadErr)
 	w := stdout
 	if opts.out != "" {
 		f, err := os.Create(opts.out)

@@ -20,11 +20,13 @@ func newViewCmd(a *app) *cobra.Command {
 		Use:   "view DIR",
 		Short: "Browse jobs, comparisons and trials in a local web UI",
 		Long: `Serve a read-only web UI over the job folders under DIR (troupe run's --out, or a
-folder of jobs): the jobs and their trials, the condition comparison with its charts,
-and each trial's page: the channel transcript as a timeline (who spoke, whom they
-mentioned, the DONE: that ended the trial and any DONE: that was ignored), every
-agent's model calls with tokens and cost, the agents' logs and the verifier's output.
-Pages of a running job refresh every 5 seconds.
+folder of jobs): the condition comparison with its charts first, against the baseline
+you choose on the page (/?baseline=NAME, kept in the page's links), then the jobs and
+their trials, and each trial's page: the channel transcript as a timeline (who spoke,
+whom they mentioned, the DONE: that ended the trial and any DONE: that was ignored),
+every agent's model calls with tokens and cost, the agents' logs and the verifier's
+output, with a notice wherever troupe cut a file it wrote. A result that cannot be
+read is named on the page. Pages of a running job refresh every 5 seconds.
 
 It listens on 127.0.0.1 unless --addr says otherwise, and serves nothing but pages
 built from the results: no file browsing, no writes, no external assets. It answers

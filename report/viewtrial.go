@@ -1,0 +1,286 @@
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/troupebench/troupe/internal/clip"
+)
+
+// The trial page of troupe view: one trial's facts, its channel as a
+// timeline, each agent's model calls and logs, the verifier's output.
+
+// Message is one channel message on the trial page, or the notice where
+// troupe dropped part of the transcript (Cut).
+type Message struct {
+	Seq     int
+	Time    string
+	From    string
+	To      []string
+	Content string
+	Done    bool // the DONE: that ended the trial
+	Ignored bool // a DONE: that ended nothing
+	Cut     *Cut
+}
+
+// Call is one model call on the trial page, or the notice where troupe
+// dropped part of the call log (Cut), which is no call.
+type Call struct {
+	Time         string  `json:"-"`
+	RawTime      string  `json:"time"`
+	Status       int     `json:"status"`
+	InputTokens  int64   `json:"input_tokens"`
+	CachedTokens int64   `json:"cached_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+	LatencyMS    float64 `json:"latency_ms"`
+	ErrorClass   string  `json:"error_class"`
+	Error        string  `json:"error"`
+	Cut          *Cut    `json:"-"`
+}
+
+type agentView struct {
+	ID, Role, Kind string
+	Calls          []Call
+	// Empty is what the call table says when it has no row: "no calls",
+	// or why there is no call to show although the result records some.
+	Empty string
+	// NoLog: the call log could not be read although calls are recorded.
+	NoLog     bool
+	CallsNote string
+	// Total is the result's count (the gateway's) once the trial has
+	// ended, else the call log's; TotalFrom says which.
+	Total       RoleUsage
+	TotalFrom   string
+	Log, Stdout []logPart
+}
+
+// member is one line of relay/members.json, or an agent of result.json.
+type member struct {
+	ID, Role, Kind, Pubkey string
+}
+
+// fullResult is what the trial page reads beyond Trial.
+type fullResult struct {
+	Agents []member `json:"agents"`
+	Done   *struct {
+		EventID string `json:"event_id"`
+	} `json:"done"`
+	Exception *struct {
+		Type    string `json:"exception_type"`
+		Message string `json:"exception_message"`
+	} `json:"exception_info"`
+	// Truncated maps each file troupe cut to its bound when writing it
+	// to the bytes it dropped.
+	Truncated map[string]int64 `json:"truncated"`
+}
+
+// cutFiles lists the files troupe cut when writing them, for the facts.
+func (r fullResult) cutFiles() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(r.Truncated)) {
+		out = append(out, fmt.Sprintf("%s (%d bytes dropped)", name, r.Truncated[name]))
+	}
+	return out
+}
+
+type transcriptLine struct {
+	Seq        int       `json:"seq"`
+	ReceivedAt time.Time `json:"received_at"`
+	Event      struct {
+		ID      string     `json:"id"`
+		Kind    int        `json:"kind"`
+		PubKey  string     `json:"pubkey"`
+		Tags    [][]string `json:"tags"`
+		Content string     `json:"content"`
+	} `json:"event"`
+}
+
+// safeID: an agent id that names a folder inside agents/, nothing else.
+func safeID(id string) bool {
+	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, `/\`)
+}
+
+func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
+	f := v.scan()
+	i := slices.IndexFunc(f.trials, func(t *Trial) bool { return v.rel(t.Dir) == key })
+	if key == "" || i < 0 {
+		http.Error(w, "no such trial under "+v.Dir, http.StatusNotFound)
+		return
+	}
+	t := f.trials[i]
+	root, err := os.OpenRoot(v.Dir)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer root.Close()
+	tf := files{root: root, dir: key}
+	live := t.Outcome == outcomeRunning
+
+	var full fullResult
+	if !live {
+		tf.readJSON("result.json", &full)
+	}
+	roster := readRoster(tf, full)
+	msgs, transcriptNote := readTranscript(tf, speakers(roster), full, live)
+	usage := map[string]RoleUsage{}
+	for _, a := range t.Agents {
+		usage[a.ID] = RoleUsage(a.Usage)
+	}
+	var agents []agentView
+	for _, m := range roster {
+		if m.Kind != "user" {
+			agents = append(agents, readAgent(tf, m, usage))
+		}
+	}
+	exception := ""
+	if full.Exception != nil {
+		exception = full.Exception.Type + ": " + full.Exception.Message
+	}
+	render(w, "trial", map[string]any{
+		"Title": t.Name, "Running": live, "T": t, "Messages": msgs, "TranscriptNote": transcriptNote, "Agents": agents,
+		"Verifier": tf.shown("verifier/test-stdout.txt"), "VerifierErr": tf.shown("verifier/test-stderr.txt"),
+		"TrialLog": tf.shown("trial.log"), "Exception": exception, "CutFiles": full.cutFiles(),
+		"Home": withBaseline("/", url.Values{}, baseline),
+	})
+}
+
+// readRoster is who took part: the agents of result.json once the trial
+// has ended, else of relay/members.json (written when the trial starts),
+// and the trial's user.
+func readRoster(tf files, full fullResult) []member {
+	var roster []member
+	tf.readJSON("relay/members.json", &roster)
+	if len(full.Agents) > 0 {
+		roster = append(slices.DeleteFunc(roster, func(m member) bool { return m.Kind != "user" }), full.Agents...)
+	}
+	return roster
+}
+
+// speakers names the authors of the transcript's events by public key.
+func speakers(roster []member) func(pubkey string) string {
+	names := map[string]string{}
+	userKnown := false
+	for _, m := range roster {
+		if m.Kind == "user" {
+			names[m.Pubkey], userKnown = "user", true
+			continue
+		}
+		names[m.Pubkey] = fmt.Sprintf("%s (%s)", m.ID, m.Role)
+	}
+	return func(pk string) string {
+		if n, ok := names[pk]; ok {
+			return n
+		}
+		if !userKnown {
+			return "user" // results written before members.json
+		}
+		return "unknown key " + clip.Head(pk, 12)
+	}
+}
+
+// readTranscript is the channel's messages, the last maxMessages of them,
+// with a notice where troupe dropped part of the transcript.
+func readTranscript(tf files, name func(string) string, full fullResult, live bool) ([]Message, string) {
+	var msgs []Message
+	note, _ := tf.lines("relay/transcript.jsonl", func(line []byte, cut *Cut) {
+		if cut != nil {
+			msgs = append(msgs, Message{Cut: cut})
+			return
+		}
+		var rec transcriptLine
+		if json.Unmarshal(line, &rec) != nil || rec.Event.Kind != 9 {
+			return
+		}
+		ev := rec.Event
+		m := Message{Seq: rec.Seq, Time: rec.ReceivedAt.UTC().Format("15:04:05.000"), From: name(ev.PubKey), Content: ev.Content}
+		for _, tag := range ev.Tags {
+			if len(tag) >= 2 && tag[0] == "p" {
+				m.To = append(m.To, name(tag[1]))
+			}
+		}
+		if strings.HasPrefix(ev.Content, "DONE:") && !live {
+			m.Done = full.Done != nil && full.Done.EventID == ev.ID
+			m.Ignored = !m.Done
+		}
+		msgs = append(msgs, m) // at most maxTailBytes of them
+	})
+	if len(msgs) > maxMessages {
+		dropped := len(msgs) - maxMessages
+		msgs = slices.Clone(msgs[dropped:])
+		note = strings.TrimPrefix(note+fmt.Sprintf("; the first %d messages read are left out: the last %d are shown", dropped, maxMessages), "; ")
+	}
+	return msgs, note
+}
+
+// readAgent reads one agent's calls and logs. The call table and its total
+// agree: when the call log is missing, or holds other than the calls the
+// result records, the page says so rather than "no calls" above "30 calls".
+func readAgent(tf files, m member, usage map[string]RoleUsage) agentView {
+	av := agentView{ID: m.ID, Role: m.Role, Kind: m.Kind, Empty: "no calls"}
+	if !safeID(m.ID) {
+		av.Log = []logPart{{Text: "(an agent id that is not a folder name: nothing is read for it)"}}
+		return av
+	}
+	dir := "agents/" + m.ID + "/"
+	logName := dir + "llm-calls.jsonl"
+	var inLog RoleUsage // what the call log holds
+	var cuts, shown int
+	note, err := tf.lines(logName, func(line []byte, cut *Cut) {
+		if cut != nil {
+			cuts++
+			if len(av.Calls) < maxCallsPerPage {
+				av.Calls = append(av.Calls, Call{Cut: cut})
+			}
+			return
+		}
+		var c Call
+		if json.Unmarshal(line, &c) != nil {
+			return
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, c.RawTime); err == nil {
+			c.Time = ts.UTC().Format("15:04:05.000")
+		}
+		inLog.Calls++
+		inLog.InputTokens += c.InputTokens
+		inLog.CachedTokens += c.CachedTokens
+		inLog.OutputTokens += c.OutputTokens
+		inLog.CostUSD += c.CostUSD
+		if len(av.Calls) < maxCallsPerPage {
+			av.Calls = append(av.Calls, c)
+			shown++
+		}
+	})
+	recorded, ended := usage[m.ID]
+	av.Total, av.TotalFrom = inLog, "counted in the call log"
+	if ended {
+		av.Total, av.TotalFrom = recorded, "the result's count" // the gateway's own, whatever the page read
+	}
+	notes := []string{note}
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && recorded.Calls > 0:
+		av.Empty, av.NoLog = fmt.Sprintf("the call log %s is missing; the result records %d calls", logName, recorded.Calls), true
+	case errors.Is(err, fs.ErrNotExist):
+		av.Empty = "no calls (and no call log)"
+	case err != nil:
+		av.Empty, av.NoLog = fmt.Sprintf("the call log is not read (%v); the result records %d calls", err, recorded.Calls), true
+	case ended && cuts == 0 && inLog.Calls != recorded.Calls:
+		notes = append(notes, fmt.Sprintf("the call log holds %d calls; the result records %d", inLog.Calls, recorded.Calls))
+	}
+	if int64(shown) < inLog.Calls {
+		notes = append(notes, fmt.Sprintf("the first %d of the %d calls in the log are shown", shown, inLog.Calls))
+	}
+	av.CallsNote = strings.Join(slices.DeleteFunc(notes, func(s string) bool { return s == "" }), "; ")
+	av.Log, av.Stdout = tf.shown(dir+"stderr.log"), tf.shown(dir+"stdout.log")
+	return av
+}

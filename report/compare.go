@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/troupebench/troupe/internal/clip"
@@ -157,8 +158,10 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 	}
 	slices.SortFunc(keys, func(a, b string) int { return strings.Compare(names[a], names[b]) })
 	tasks := map[string]bool{}
-	for _, k := range keys {
-		cond := summarize(names[k], k, byKey[k])
+	conds := make([]*Condition, len(keys))
+	each(len(keys), func(i int) { conds[i] = summarize(names[keys[i]], keys[i], byKey[keys[i]]) })
+	for i, k := range keys {
+		cond := conds[i]
 		c.Conditions = append(c.Conditions, cond)
 		for _, t := range byKey[k] {
 			tasks[t.Task] = true
@@ -193,12 +196,25 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 		}
 	}
 	c.Baseline = names[baseKey]
-	for _, k := range keys {
-		if k != baseKey {
-			c.Paired = append(c.Paired, pair(names[k], byKey[k], c.Baseline, byKey[baseKey]))
-		}
-	}
+	others := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == baseKey })
+	c.Paired = make([]Paired, len(others))
+	each(len(others), func(i int) {
+		k := others[i]
+		c.Paired[i] = pair(names[k], byKey[k], c.Baseline, byKey[baseKey])
+	})
 	return c, nil
+}
+
+// each calls fn for 0 to n-1, each on its own goroutine, and waits for
+// all. The conditions' bootstraps are independent, each with its own
+// seeded generator, so the figures are the same as in turn, sooner: they
+// are most of the time of a comparison of many trials.
+func each(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { fn(i) })
+	}
+	wg.Wait()
 }
 
 // findCondition resolves --baseline: a shown name exactly, or else the start

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/troupebench/troupe/internal/capfile"
 )
 
 // The trial files troupe writes are bounded: when one would grow too big,
@@ -38,30 +40,30 @@ func (c *Cut) String() string {
 	return fmt.Sprintf("%d bytes (%d lines) dropped here", c.DroppedBytes, c.DroppedLines)
 }
 
-// jsonlCutKey starts the only key of a JSONL file's marker line:
-// {"troupe_truncated":{"dropped_bytes":N,"dropped_lines":M,"head_bytes":H,"tail_bytes":T}}
+// jsonlCutKey starts the only key of a JSONL file's marker line
+// (capfile.Marker).
 const jsonlCutKey = `{"troupe_truncated":`
 
 // jsonlCut reads a JSONL line as a marker; nil when it is none. No line
-// troupe writes otherwise starts with that key: a transcript line starts
-// with its seq, a call with its time, an audit line with its time.
+// troupe writes otherwise starts with that key — a transcript line starts
+// with its seq, a call with its time, an audit line with its time — and
+// every line is troupe's own encoding, so an agent cannot forge one.
 func jsonlCut(line []byte) *Cut {
 	line = bytes.TrimSpace(line)
 	if !bytes.HasPrefix(line, []byte(jsonlCutKey)) {
 		return nil
 	}
-	var m struct {
-		Cut *Cut `json:"troupe_truncated"`
-	}
-	if json.Unmarshal(line, &m) != nil || m.Cut == nil {
+	var m capfile.Marker
+	if json.Unmarshal(line, &m) != nil {
 		return nil
 	}
-	return m.Cut
+	t := m.Truncated
+	return &Cut{DroppedBytes: t.DroppedBytes, DroppedLines: t.DroppedLines, HeadBytes: t.HeadBytes, TailBytes: t.TailBytes}
 }
 
 // textCutPrefix starts a text log's marker line, which says in words how
 // many bytes were dropped.
-const textCutPrefix = "[troupe: "
+const textCutPrefix = capfile.TextMarkerPrefix
 
 var (
 	cutBytes = regexp.MustCompile(`(\d+) bytes?`)

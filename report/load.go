@@ -193,11 +193,6 @@ func readRegular(path string) ([]byte, os.FileInfo, error) {
 	return data, info, err
 }
 
-// known reports whether an outcome is one result.json may hold.
-func known(o outcome.Outcome) bool {
-	return o.Scored() || o == outcome.UnscoredInfra || o == outcome.Cancelled
-}
-
 // readTrial reads one result.json; nil when it is not a trial's (a job's).
 // A result that cannot be read is an *UnreadableError.
 func readTrial(path string) (*Trial, error) {
@@ -223,7 +218,7 @@ func decodeTrial(path string) (*Trial, error) {
 	if t.Condition == "" || t.Task == "" {
 		return nil, errors.New("a trial result without a condition or a task")
 	}
-	if !known(t.Outcome) {
+	if !t.Outcome.Valid() {
 		// Counted by no tally, it would be a trial in no column.
 		return nil, fmt.Errorf("outcome %q is none of troupe's", t.Outcome)
 	}

@@ -311,6 +311,10 @@ func (v *Viewer) rel(p string) string {
 type files struct {
 	root *os.Root
 	dir  string // the trial folder, relative to the root
+	// cut names the text logs whose markers are troupe's: those the
+	// result says were cut. An agent writes its own logs byte for byte
+	// and could print a line that looks like a marker anywhere else.
+	cut map[string]bool
 }
 
 // open opens a regular file of the trial. Links, pipes and devices are
@@ -410,9 +414,13 @@ func eachLine(r io.Reader, partial bool, fn func([]byte)) (tooLong int) {
 }
 
 // shown reads the end of a text file for a page, its markers of dropped
-// lines apart.
+// lines apart when troupe cut it (files.cut).
 func (tf files) shown(name string) []logPart {
-	return splitCuts(tf.text(name))
+	text := tf.text(name)
+	if !tf.cut[name] {
+		return []logPart{{Text: text}}
+	}
+	return splitCuts(text)
 }
 
 // text reads the end of a text file for a page.

@@ -168,6 +168,32 @@ func TestViewerShowsCutFiles(t *testing.T) {
 	}
 }
 
+// An agent writes its logs byte for byte: a line of its own that looks like
+// troupe's marker, in a log the result does not list as cut, is its text,
+// not a notice.
+func TestViewerIgnoresForgedMarkers(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(cutFixture)); err != nil {
+		t.Fatal(err)
+	}
+	stdout := filepath.Join(dir, filepath.FromSlash(cutTrial), "agents", "lead-1", "stdout.log")
+	forged := "[troupe: 31337 bytes (7 lines) dropped here; this file keeps nothing]\n"
+	if err := os.WriteFile(stdout, []byte("before\n"+forged+"after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, page, _ := get(t, viewer(t, dir), "/trial?t="+url.QueryEscape(cutTrial))
+	if strings.Contains(page, "✂ 31337 bytes") {
+		t.Error("a forged marker in stdout.log, which the result does not list as cut, is shown as troupe's notice")
+	}
+	if !strings.Contains(page, "[troupe: 31337 bytes (7 lines) dropped here; this file keeps nothing]") {
+		t.Error("the agent's own line is not shown as text")
+	}
+	// The real markers, in files the result lists, are still notices.
+	if !strings.Contains(page, "✂ 987654 bytes (4321 lines) dropped here") {
+		t.Error("the real marker in stderr.log is no longer a notice")
+	}
+}
+
 // A running trial's call log counted by the page: a marker is no call.
 func TestViewerCutCallLogOfARunningTrial(t *testing.T) {
 	dir := t.TempDir()

@@ -131,6 +131,12 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 	if !live {
 		tf.readJSON("result.json", &full)
 	}
+	// trial.log is troupe's alone (each line starts with time=); the other
+	// text logs' markers count where the result says they were cut.
+	tf.cut = map[string]bool{"trial.log": true}
+	for name := range full.Truncated {
+		tf.cut[name] = true
+	}
 	roster := readRoster(tf, full)
 	msgs, transcriptNote := readTranscript(tf, speakers(roster), full, live)
 	usage := map[string]RoleUsage{}

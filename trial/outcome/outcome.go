@@ -28,6 +28,10 @@ const (
 	Cancelled Outcome = "cancelled"
 )
 
+// Valid reports whether o is one of the outcomes: a result with any other
+// would be a trial counted in no column.
+func (o Outcome) Valid() bool { return o.Scored() || o == UnscoredInfra || o == Cancelled }
+
 // Scored reports whether a trial of this outcome counts in pass rates,
 // intervals and pairings: passed, failed and verifier_error do.
 func (o Outcome) Scored() bool { return o == Passed || o == Failed || o == VerifierError }

@@ -25,4 +25,9 @@ func TestTally(t *testing.T) {
 			t.Errorf("%q.Scored() = %v", o, !want)
 		}
 	}
+	for o, want := range map[Outcome]bool{Passed: true, Failed: true, VerifierError: true, UnscoredInfra: true, Cancelled: true, "": false, "running": false, "PASSED": false} {
+		if o.Valid() != want {
+			t.Errorf("%q.Valid() = %v", o, !want)
+		}
+	}
 }

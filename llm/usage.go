@@ -104,6 +104,15 @@ type Totals struct {
 	CostUSD      float64 `json:"cost_usd"`
 }
 
+// Add adds another total: sums over agents, roles and trials.
+func (t *Totals) Add(o Totals) {
+	t.Calls += o.Calls
+	t.InputTokens += o.InputTokens
+	t.CachedTokens += o.CachedTokens
+	t.OutputTokens += o.OutputTokens
+	t.CostUSD += o.CostUSD
+}
+
 func (t *Totals) add(r Record) {
 	t.InputTokens += r.InputTokens
 	t.CachedTokens += r.CachedTokens

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupebench/troupe/llm"
+
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/trial/outcome"
 )
@@ -22,15 +24,6 @@ const Policy = outcome.Policy + "; cost per solved is the cost of the scored tri
 // MinPairs is how many paired (task, attempt) results a comparison needs
 // before its difference is worth reading.
 const MinPairs = 10
-
-// RoleUsage is what the agents of one role used, over a condition's trials.
-type RoleUsage struct {
-	Calls        int64   `json:"calls"`
-	InputTokens  int64   `json:"input_tokens"`
-	CachedTokens int64   `json:"cached_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
-}
 
 // Condition is one roster's results. A figure of the scored trials is NaN
 // when none was scored (null in JSON, "-" in tables): a pass rate, mean or
@@ -62,8 +55,8 @@ type Condition struct {
 	CostPerSolved      float64  `json:"cost_per_solved_usd"`
 	// TotalCostUSD is what every trial spent, unscored ones included: the
 	// real spend, shown even when nothing was scored.
-	TotalCostUSD float64              `json:"total_cost_usd"`
-	ByRole       map[string]RoleUsage `json:"by_role"`
+	TotalCostUSD float64               `json:"total_cost_usd"`
+	ByRole       map[string]llm.Totals `json:"by_role"`
 	// Wall times are over the scored trials that have both times; walls
 	// counts those (none: null in JSON).
 	WallMean   time.Duration `json:"wall_mean_ns"`
@@ -249,7 +242,7 @@ func findCondition(keys []string, names map[string]string, want string) (string,
 
 // summarize computes one condition's figures.
 func summarize(name, key string, trials []*Trial) *Condition {
-	c := &Condition{Name: name, ManifestHash: strings.TrimPrefix(key, "name:"), ByRole: map[string]RoleUsage{}}
+	c := &Condition{Name: name, ManifestHash: strings.TrimPrefix(key, "name:"), ByRole: map[string]llm.Totals{}}
 	if strings.HasPrefix(key, "name:") {
 		c.ManifestHash = ""
 	}
@@ -306,15 +299,11 @@ func summarize(name, key string, trials []*Trial) *Condition {
 
 // addUsage adds a trial's usage to its roles' sums: every trial counts,
 // unscored ones too, since every trial was paid for.
-func addUsage(byRole map[string]RoleUsage, t *Trial) {
+func addUsage(byRole map[string]llm.Totals, t *Trial) {
 	for _, a := range t.Agents {
 		role := cmp.Or(a.Role, a.Kind)
 		u := byRole[role]
-		u.Calls += a.Usage.Calls
-		u.InputTokens += a.Usage.InputTokens
-		u.CachedTokens += a.Usage.CachedTokens
-		u.OutputTokens += a.Usage.OutputTokens
-		u.CostUSD += a.Usage.CostUSD
+		u.Add(a.Usage)
 		byRole[role] = u
 	}
 }

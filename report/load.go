@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupebench/troupe/llm"
+
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -41,16 +43,10 @@ type Trial struct {
 		Calls        int64   `json:"n_calls"`
 	} `json:"agent_result"`
 	Agents []struct {
-		ID    string `json:"id"`
-		Role  string `json:"role"`
-		Kind  string `json:"kind"`
-		Usage struct {
-			Calls        int64   `json:"calls"`
-			InputTokens  int64   `json:"input_tokens"`
-			CachedTokens int64   `json:"cached_tokens"`
-			OutputTokens int64   `json:"output_tokens"`
-			CostUSD      float64 `json:"cost_usd"`
-		} `json:"usage"`
+		ID    string     `json:"id"`
+		Role  string     `json:"role"`
+		Kind  string     `json:"kind"`
+		Usage llm.Totals `json:"usage"`
 	} `json:"agents"`
 }
 

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupebench/troupe/llm"
+
 	"github.com/troupebench/troupe/internal/clip"
 )
 
@@ -59,7 +61,7 @@ type agentView struct {
 	CallsNote string
 	// Total is the result's count (the gateway's) once the trial has
 	// ended, else the call log's; TotalFrom says which.
-	Total       RoleUsage
+	Total       llm.Totals
 	TotalFrom   string
 	Log, Stdout []logPart
 }
@@ -139,9 +141,9 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 	}
 	roster := readRoster(tf, full)
 	msgs, transcriptNote := readTranscript(tf, speakers(roster), full, live)
-	usage := map[string]RoleUsage{}
+	usage := map[string]llm.Totals{}
 	for _, a := range t.Agents {
-		usage[a.ID] = RoleUsage(a.Usage)
+		usage[a.ID] = a.Usage
 	}
 	var agents []agentView
 	for _, m := range roster {
@@ -232,7 +234,7 @@ func readTranscript(tf files, name func(string) string, full fullResult, live bo
 // readAgent reads one agent's calls and logs. The call table and its total
 // agree: when the call log is missing, or holds other than the calls the
 // result records, the page says so rather than "no calls" above "30 calls".
-func readAgent(tf files, m member, usage map[string]RoleUsage) agentView {
+func readAgent(tf files, m member, usage map[string]llm.Totals) agentView {
 	av := agentView{ID: m.ID, Role: m.Role, Kind: m.Kind, Empty: "no calls"}
 	if !safeID(m.ID) {
 		av.Log = []logPart{{Text: "(an agent id that is not a folder name: nothing is read for it)"}}
@@ -240,7 +242,7 @@ func readAgent(tf files, m member, usage map[string]RoleUsage) agentView {
 	}
 	dir := "agents/" + m.ID + "/"
 	logName := dir + "llm-calls.jsonl"
-	var inLog RoleUsage // what the call log holds
+	var inLog llm.Totals // what the call log holds
 	var cuts, shown int
 	note, err := tf.lines(logName, func(line []byte, cut *Cut) {
 		if cut != nil {

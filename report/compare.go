@@ -53,9 +53,13 @@ type Condition struct {
 	CostPerTrialCI     Interval `json:"cost_per_trial_mean_ci95"`
 	CostPerTrialMedian float64  `json:"cost_per_trial_median_usd"`
 	CostPerSolved      float64  `json:"cost_per_solved_usd"`
-	// TotalCostUSD is what every trial spent, unscored ones included: the
-	// real spend, shown even when nothing was scored.
-	TotalCostUSD float64               `json:"total_cost_usd"`
+	// TotalCostUSD is what every trial spent, unscored ones included, and
+	// the runs a job redid (RedoneCostUSD): the real spend, shown even when
+	// nothing was scored. troupe run's totals are the same figure.
+	TotalCostUSD float64 `json:"total_cost_usd"`
+	// RedoneCostUSD is what the runs a job redid after an infrastructure
+	// failure or an interruption (kept in .superseded/) cost.
+	RedoneCostUSD float64               `json:"redone_cost_usd"`
 	ByRole       map[string]llm.Totals `json:"by_role"`
 	// Wall times are over the scored trials that have both times; walls
 	// counts those (none: null in JSON).
@@ -117,12 +121,17 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 	c := &Comparison{Policy: Policy, Grid: map[string]map[string]Cell{}}
 	c.Bootstrap.Seed, c.Bootstrap.Resamples = BootstrapSeed, BootstrapResamples
 	byKey := map[string][]*Trial{}
-	names := map[string]string{} // key -> shown name
+	redone := map[string][]*Trial{} // key -> runs redone, for their cost
+	names := map[string]string{}    // key -> shown name
 	hashesByName := map[string][]string{}
 	for _, t := range trials {
 		key := t.ManifestHash
 		if key == "" {
 			key = "name:" + t.Condition
+		}
+		if t.Redone {
+			redone[key] = append(redone[key], t)
+			continue
 		}
 		if _, ok := names[key]; !ok {
 			names[key] = t.Condition
@@ -155,6 +164,11 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 	each(len(keys), func(i int) { conds[i] = summarize(names[keys[i]], keys[i], byKey[keys[i]]) })
 	for i, k := range keys {
 		cond := conds[i]
+		for _, t := range redone[k] {
+			cond.RedoneCostUSD += t.AgentResult.CostUSD
+			cond.TotalCostUSD += t.AgentResult.CostUSD
+			addUsage(cond.ByRole, t)
+		}
 		c.Conditions = append(c.Conditions, cond)
 		for _, t := range byKey[k] {
 			tasks[t.Task] = true

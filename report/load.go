@@ -23,7 +23,10 @@ import (
 // results of other versions, and hand-made fixtures, read the same way.
 type Trial struct {
 	// Dir is the trial folder; Job the job folder holding it.
-	Dir, Job     string
+	Dir, Job string
+	// Redone marks a run the job redid (.superseded/): it counts for what
+	// it cost, nothing else.
+	Redone       bool
 	Name         string          `json:"trial_name"`
 	Task         string          `json:"task_name"`
 	Attempt      int             `json:"attempt"`
@@ -97,8 +100,8 @@ func Skipped(err error) []Unreadable {
 
 // Load reads every trial result under the given folders: job folders (with
 // their trial folders), trial folders, or folders of jobs. Runs that a job
-// superseded (.superseded/) are left out, and so is anything inside a trial
-// folder (what a task's verifier left in /logs cannot pose as a trial). A
+// redid (.superseded/) are returned marked Redone, for their cost only;
+// anything inside a trial folder is left out (what a task's verifier left in /logs cannot pose as a trial). A
 // result.json that is not a trial's is skipped; one that cannot be read is
 // an *UnreadableError naming it, joined with the others, and the trials
 // that could be read are returned beside the error.
@@ -122,6 +125,8 @@ func Load(dirs ...string) ([]*Trial, error) {
 			if t != nil {
 				found++
 				trials = append(trials, t)
+			} else {
+				trials = append(trials, redoneRuns(p)...)
 			}
 			return t != nil
 		})
@@ -133,6 +138,31 @@ func Load(dirs ...string) ([]*Trial, error) {
 	}
 	sortTrials(trials)
 	return trials, errors.Join(errs...)
+}
+
+// redoneRuns reads the runs a job folder's job redid after an
+// infrastructure failure or an interruption (.superseded/<trial>.<why>.<time>):
+// they were paid for, and count for their cost. A run superseded because
+// its inputs changed is another roster's, and one whose result cannot be
+// read is history: both are left out.
+func redoneRuns(jobDir string) []*Trial {
+	entries, err := os.ReadDir(filepath.Join(jobDir, ".superseded"))
+	if err != nil {
+		return nil
+	}
+	var out []*Trial
+	for _, e := range entries {
+		if !e.IsDir() || strings.Contains(e.Name(), ".other-inputs.") {
+			continue
+		}
+		t, err := readTrial(filepath.Join(jobDir, ".superseded", e.Name(), "result.json"))
+		if err != nil || t == nil || t.Outcome.Scored() {
+			continue
+		}
+		t.Redone = true
+		out = append(out, t)
+	}
+	return out
 }
 
 func sortTrials(trials []*Trial) {

@@ -132,3 +132,45 @@ func TestRoundTripThroughTrialResults(t *testing.T) {
 		}
 	}
 }
+
+// TestRedoneRunsCountForTheirCost: a job that redid a trial after an
+// infrastructure failure paid for both runs. troupe run's totals count both;
+// so does the comparison, while only the final run counts as a trial. A run
+// superseded because its inputs changed is another roster's: left out.
+func TestRedoneRunsCountForTheirCost(t *testing.T) {
+	job := filepath.Join(t.TempDir(), "job")
+	final := trial.Result{TrialName: "t__c__1", TaskName: "t", Attempt: 1, Condition: "c", ManifestHash: "abc", Outcome: outcome.Passed, AgentResult: trial.AgentResult{CostUSD: 0.25}}
+	redone := final
+	redone.Outcome, redone.AgentResult.CostUSD = outcome.UnscoredInfra, 0.5
+	other := final
+	other.ManifestHash, other.AgentResult.CostUSD = "def", 9
+	for dir, r := range map[string]trial.Result{
+		"t__c__1": final,
+		".superseded/t__c__1.infra-1.20261201T100000.000":      redone,
+		".superseded/t__c__1.other-inputs.20261201T090000.000": other,
+	} {
+		data, _ := json.MarshalIndent(&r, "", "  ")
+		os.MkdirAll(filepath.Join(job, dir), 0o755)
+		if err := os.WriteFile(filepath.Join(job, dir, "result.json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trials, err := Load(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compare(trials, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Conditions) != 1 {
+		t.Fatalf("conditions %+v: a redone or other-inputs run made a condition of its own", c.Conditions)
+	}
+	cd := c.Conditions[0]
+	if cd.Trials != 1 || cd.Scored != 1 || cd.TotalCostUSD != 0.75 || cd.RedoneCostUSD != 0.5 {
+		t.Errorf("trials %d, scored %d, total cost %v, redone cost %v; want 1, 1, 0.75, 0.5", cd.Trials, cd.Scored, cd.TotalCostUSD, cd.RedoneCostUSD)
+	}
+	if cd.CostPerTrialMean != 0.25 {
+		t.Errorf("cost per trial %v: a redone run counted as a trial", cd.CostPerTrialMean)
+	}
+}

@@ -107,6 +107,7 @@ const outcomeRunning outcome.Outcome = "running"
 // found is what one scan of Dir finds.
 type found struct {
 	trials []*Trial // finished and running, in Load's order
+	redone []*Trial // runs the jobs redid: their cost counts
 	jobs   []string // folders holding a job's lock.json
 	errs   []error
 }
@@ -128,6 +129,8 @@ func (v *Viewer) scan() found {
 		}
 		if t != nil {
 			f.trials = append(f.trials, t)
+		} else {
+			f.redone = append(f.redone, redoneRuns(dir)...)
 		}
 		return t != nil
 	})
@@ -239,7 +242,7 @@ func (v *Viewer) index(w http.ResponseWriter, baseline string) {
 		running = running || j.JobRunning || j.Running > 0
 	}
 	slices.SortFunc(jobList, func(a, b *jobRow) int { return strings.Compare(a.Name, b.Name) })
-	c, baseline, baselineErr := compareWith(finished, baseline)
+	c, baseline, baselineErr := compareWith(append(finished, f.redone...), baseline)
 	c.Skipped = Skipped(errors.Join(f.errs...))
 	var problems []string
 	for _, e := range f.errs {

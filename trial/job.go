@@ -98,8 +98,8 @@ type ConditionStats struct {
 	Scored int `json:"n_scored"`
 	// PassRate is passed over scored; null while nothing is scored.
 	PassRate *float64 `json:"pass_rate"`
-	// CostUSD is what every trial of the condition spent, infra failures
-	// included.
+	// CostUSD is what every run of the condition's trials spent, infra
+	// failures and runs redone after them included.
 	CostUSD float64 `json:"cost_usd"`
 }
 
@@ -290,6 +290,7 @@ func (j *job) runTrial(ctx context.Context, p planned) error {
 			j.count(p, res)
 			return nil
 		}
+		j.spent(p, res) // the retried run is superseded; what it cost was paid
 		wait := min(time.Duration(1<<try)*time.Second, time.Minute)
 		j.log.Info("retrying an infrastructure failure", "trial", p.name, "retry", try+1, "wait", wait.String(), "error", res.ExceptionInfo)
 		if err := j.supersede(p.name, "infra-"+strconv.Itoa(try+1)); err != nil {
@@ -337,12 +338,27 @@ func (j *job) count(p planned, res *Result) {
 	default:
 		s.Errored++
 	}
+	j.res.Trials[p.name] = res.Outcome
+	j.addSpend(c, res)
+}
+
+// spent counts what a run that is redone cost: it is paid for, though its
+// outcome is replaced by the retry's.
+func (j *job) spent(p planned, res *Result) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.addSpend(j.res.Conditions[p.cond.Team.Manifest.Condition], res)
+}
+
+// addSpend adds a run's tokens and cost to the job's and the condition's
+// totals; j.mu is held.
+func (j *job) addSpend(c *ConditionStats, res *Result) {
+	s := &j.res.Stats
 	c.CostUSD += res.AgentResult.CostUSD
 	s.InputTokens += res.AgentResult.NInputTokens
 	s.CachedTokens += res.AgentResult.NCacheTokens
 	s.OutputTokens += res.AgentResult.NOutputTokens
 	s.CostUSD += res.AgentResult.CostUSD
-	j.res.Trials[p.name] = res.Outcome
 }
 
 // write rewrites the job's result.json.

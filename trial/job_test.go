@@ -277,3 +277,24 @@ func TestJobCancel(t *testing.T) {
 		t.Errorf("%d cancelled trials, %d kept aside", res.Stats.Cancelled, len(cancelled))
 	}
 }
+
+// TestJobCountsWhatRetriedRunsSpent: a run redone after an infrastructure
+// failure was paid for. The job's totals count it, as the progress line
+// (which adds every finished run) does, while its outcome is replaced.
+func TestJobCountsWhatRetriedRunsSpent(t *testing.T) {
+	c := cond(t, "../examples/manifests/solo.yaml")
+	name := c.Team.Manifest.Condition
+	j := &job{res: &JobResult{Conditions: map[string]*ConditionStats{name: {}}, Trials: map[string]outcome.Outcome{}}}
+	p := planned{name: "t__" + name + "__1", cond: c}
+	redone := &Result{Outcome: outcome.UnscoredInfra, AgentResult: AgentResult{CostUSD: 0.5, NInputTokens: 100}}
+	final := &Result{Outcome: outcome.Passed, AgentResult: AgentResult{CostUSD: 0.25, NInputTokens: 40}}
+	j.spent(p, redone)
+	j.count(p, final)
+	got := j.res.Conditions[name]
+	if got.CostUSD != 0.75 || j.res.Stats.CostUSD != 0.75 || j.res.Stats.InputTokens != 140 {
+		t.Errorf("condition cost %v, job cost %v, input tokens %d; want 0.75, 0.75, 140", got.CostUSD, j.res.Stats.CostUSD, j.res.Stats.InputTokens)
+	}
+	if got.Trials != 1 || got.Passed != 1 || got.UnscoredInfra != 0 || j.res.Trials[p.name] != outcome.Passed {
+		t.Errorf("the redone run's outcome was counted: %+v", got)
+	}
+}

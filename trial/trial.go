@@ -253,6 +253,7 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, e
 
 	reason := r.execute(ctx)
 	r.finish(ctx, reason)
+	r.scrubResult()
 
 	// Exception messages quote agents and verifiers: the result is
 	// scrubbed like their files.
@@ -339,7 +340,19 @@ func (r *run) errMessage() string {
 	if r.err == nil {
 		return ""
 	}
-	return r.err.Error()
+	return string(r.secrets.Scrub([]byte(r.err.Error())))
+}
+
+// scrubResult replaces the trial's secrets in the messages of its result,
+// which quote agents, verifiers and upstreams: they go to the terminal, the
+// job's log and NDJSON events as well as to result.json.
+func (r *run) scrubResult() {
+	if e := r.res.ExceptionInfo; e != nil {
+		e.ExceptionMessage = string(r.secrets.Scrub([]byte(e.ExceptionMessage)))
+	}
+	for i, msg := range r.res.CleanupErrors {
+		r.res.CleanupErrors[i] = string(r.secrets.Scrub([]byte(msg)))
+	}
 }
 
 func (r *run) cleanupError(what string, err error) {

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troupebench/troupe/internal/clip"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -84,8 +86,12 @@ type Proc struct {
 
 // Report says what a sweep did.
 type Report struct {
-	// Signalled are the processes sent TERM (and KILL where marked).
+	// Signalled are the processes sent TERM (and KILL where marked), the
+	// first maxReported of them.
 	Signalled []Proc `json:"signalled"`
+	// Unlisted counts the signalled processes past maxReported: an agent
+	// may fork thousands.
+	Unlisted int `json:"unlisted,omitempty"`
 	// Survivors are still alive after KILL: a process stuck in the kernel.
 	// Their code cannot run again (KILL is pending), but the verdict of a
 	// trial with survivors is not trusted.
@@ -98,6 +104,13 @@ var ErrNotInTrialContainer = errors.New("sweep: not in a trial container (PID 1 
 
 // killTimeout bounds the wait for killed processes to be gone.
 const killTimeout = 2 * time.Second
+
+// A report names at most maxReported processes of each list, with at most
+// maxCmd characters of each command line.
+const (
+	maxReported = 100
+	maxCmd      = 300
+)
 
 // Sweep ends every process of the trial container but PID 1 (troupe init)
 // and the sweeping process itself: TERM to each, up to grace for them to
@@ -145,6 +158,7 @@ func Sweep(ctx context.Context, grace time.Duration) (Report, error) {
 		return rep, err
 	}
 	if len(left) == 0 {
+		rep.bound()
 		return rep, nil
 	}
 	for _, p := range left {
@@ -171,7 +185,18 @@ func Sweep(ctx context.Context, grace time.Duration) (Report, error) {
 	}
 	waitExit(ctx, killed, killTimeout)
 	rep.Survivors, err = live(self)
+	rep.bound()
 	return rep, err
+}
+
+// bound keeps the report small however many processes there were.
+func (rep *Report) bound() {
+	if n := len(rep.Signalled); n > maxReported {
+		rep.Unlisted, rep.Signalled = n-maxReported, rep.Signalled[:maxReported]
+	}
+	if len(rep.Survivors) > maxReported {
+		rep.Survivors = rep.Survivors[:maxReported]
+	}
 }
 
 // checkTrialContainer makes sure the sweep runs where kill(-1) reaches the
@@ -291,7 +316,7 @@ func readProc(pid int) (Proc, byte, bool) {
 	}
 	p := Proc{PID: pid}
 	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
-		p.Cmd = strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))
+		p.Cmd = clip.Head(strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), maxCmd)
 	}
 	if p.Cmd == "" {
 		open := bytes.IndexByte(stat, '(')

@@ -270,3 +270,17 @@ func TestReset(t *testing.T) {
 		t.Error("a relative folder was reset")
 	}
 }
+
+// TestReportBound: an agent that forked thousands of processes does not make
+// a result.json of megabytes.
+func TestReportBound(t *testing.T) {
+	var rep Report
+	for i := range maxReported + 50 {
+		rep.Signalled = append(rep.Signalled, Proc{PID: i + 2})
+		rep.Survivors = append(rep.Survivors, Proc{PID: i + 2})
+	}
+	rep.bound()
+	if len(rep.Signalled) != maxReported || rep.Unlisted != 50 || len(rep.Survivors) != maxReported {
+		t.Errorf("signalled %d, unlisted %d, survivors %d", len(rep.Signalled), rep.Unlisted, len(rep.Survivors))
+	}
+}

@@ -60,7 +60,7 @@ type Condition struct {
 	// RedoneCostUSD is what the runs a job redid after an infrastructure
 	// failure or an interruption (kept in .superseded/) cost.
 	RedoneCostUSD float64               `json:"redone_cost_usd"`
-	ByRole       map[string]llm.Totals `json:"by_role"`
+	ByRole        map[string]llm.Totals `json:"by_role"`
 	// Wall times are over the scored trials that have both times; walls
 	// counts those (none: null in JSON).
 	WallMean   time.Duration `json:"wall_mean_ns"`

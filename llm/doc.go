@@ -18,4 +18,13 @@
 // fly. Endpoints with api: mock are served by an in-process RoundTripper that
 // plays a Scenario; Faults inject statuses, delays, cut streams and hangs in
 // front of any endpoint.
+//
+// Every call has a context of its own, which outlives its agent hanging up
+// or its trial closing only while that still buys a usage figure: a real
+// upstream's answer that has started is read on, for at most DrainGrace,
+// for the usage the provider reports at its end; any other call is
+// cancelled and recorded at once, so closing a trial never waits on a mock
+// or on an upstream that has not answered. Only the response headers the
+// APIs define reach the agent, and every byte an upstream says passes
+// through a secret.Scrubber of the real keys and the trial's tokens.
 package llm

@@ -74,21 +74,18 @@ func (g *Gateway) takeFault(st *agentState) *faultState {
 }
 
 // apply plays the fault before forwarding; it reports whether the call
-// should go on to the upstream.
-func (f *faultState) apply(w http.ResponseWriter, r *http.Request, c *call) bool {
+// should go on to the upstream. A delay or a hang ends with the call's
+// context: when the agent hangs up or the trial ends.
+func (f *faultState) apply(w http.ResponseWriter, c *call) bool {
 	if f.Delay > 0 {
-		t := time.NewTimer(f.Delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			c.errClass, c.errMsg = ClassDisconnect, "the caller gave up during an injected delay"
+		if wait(c.ctx, f.Delay) != nil {
+			c.gone(w, "during an injected delay")
 			return false
 		}
 	}
 	if f.Hang {
-		<-r.Context().Done()
-		c.errClass, c.errMsg = ClassDisconnect, "the caller gave up on a hung call"
+		<-c.ctx.Done()
+		c.gone(w, "on a call hung by an injected fault")
 		return false
 	}
 	if f.Status != 0 {

@@ -3,12 +3,14 @@ package llm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log"
 	"log/slog"
 	"maps"
 	"net"
@@ -22,6 +24,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/internal/secret"
 )
 
 // ContainerURL is where agents inside a trial container reach the gateway,
@@ -44,15 +49,18 @@ type Gateway struct {
 	Transport http.RoundTripper
 	// MaxRequestBytes bounds a request body.
 	MaxRequestBytes int64
-	// DrainGrace is how long the gateway keeps reading a streamed answer
-	// after its agent hung up, for the usage the provider bills anyway.
+	// DrainGrace is how long the gateway keeps reading a real upstream's
+	// answer that has started after its agent hung up or its trial closed,
+	// for the usage the provider reports at the end and bills anyway. Calls
+	// that can bring no such figure are ended at once.
 	DrainGrace time.Duration
 	Logger     *slog.Logger
 	Now        func() time.Time
 
-	keys  map[string]string // endpoint name -> real key; never logged
-	proxy *httputil.ReverseProxy
-	mock  *mockTransport
+	keys     map[string]secret.Secret // endpoint name -> real key
+	scrubber *secret.Scrubber         // finds the keys; each trial's adds its tokens
+	proxy    *httputil.ReverseProxy
+	mock     *mockTransport
 
 	ln       net.Listener
 	srv      *http.Server
@@ -64,6 +72,7 @@ type Gateway struct {
 	open      bool
 	closed    bool
 	grants    map[string]*agentState // token -> grant
+	trials    map[*Trial]struct{}    // open, for Close to end
 	faults    []*faultState
 	scenarios map[string]*Scenario
 }
@@ -102,7 +111,7 @@ func (g *Gateway) Open(ctx context.Context) error {
 		t.ResponseHeaderTimeout = 15 * time.Minute
 		g.Transport = t
 	}
-	g.keys = map[string]string{}
+	g.keys = map[string]secret.Secret{}
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(g.Endpoints)) {
 		ep := g.Endpoints[name]
@@ -114,12 +123,14 @@ func (g *Gateway) Open(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("endpoint %s: environment variable %s is not set; export it on the host that runs troupe", name, ep.APIKeyEnv))
 			continue
 		}
-		g.keys[name] = key
+		g.keys[name] = secret.New(key)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("llm: %w", err)
 	}
+	g.scrubber = secret.NewScrubber(slices.Collect(maps.Values(g.keys))...)
 	g.grants = map[string]*agentState{}
+	g.trials = map[*Trial]struct{}{}
 	g.scenarios = map[string]*Scenario{}
 	g.mock = &mockTransport{now: g.Now}
 	g.proxy = &httputil.ReverseProxy{
@@ -128,7 +139,7 @@ func (g *Gateway) Open(ctx context.Context) error {
 		ModifyResponse: g.meterResponse,
 		ErrorHandler:   g.proxyError,
 		BufferPool:     copyBuffers,
-		ErrorLog:       slog.NewLogLogger(g.Logger.Handler(), slog.LevelDebug),
+		ErrorLog:       log.New(proxyLog{g}, "", 0),
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", g.Addr)
@@ -151,8 +162,30 @@ func (g *Gateway) Open(ctx context.Context) error {
 // URL is the gateway's base URL on the host (http://host:port).
 func (g *Gateway) URL() string { return g.url }
 
-// Close stops accepting calls, lets calls in flight finish within ctx, and
-// waits for the server.
+// String names the gateway by its address. A Gateway holds the real keys
+// and every trial's tokens, so it never prints its fields.
+func (g *Gateway) String() string { return "llm gateway at " + cmp.Or(g.url, "(not open)") }
+
+// Format prints String for every verb, %#v and %d included.
+func (g *Gateway) Format(f fmt.State, _ rune) { io.WriteString(f, g.String()) }
+
+// LogValue is the gateway in slog: its address and endpoints, never a key.
+func (g *Gateway) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("url", g.url), slog.Any("endpoints", slices.Sorted(maps.Keys(g.Endpoints))))
+}
+
+// proxyLog takes what httputil.ReverseProxy logs (copy errors, mostly) to
+// the gateway's logger at debug level, scrubbed of the keys.
+type proxyLog struct{ g *Gateway }
+
+func (p proxyLog) Write(b []byte) (int, error) {
+	p.g.Logger.Debug(string(bytes.TrimSpace(p.g.scrubber.Scrub(b))), "from", "proxy")
+	return len(b), nil
+}
+
+// Close stops accepting calls and closes every trial still open, as
+// Trial.Close does (calls that can bring no usage figure end at once, the
+// others within DrainGrace and ctx); then it waits for the server.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.mu.Lock()
 	if !g.open || g.closed {
@@ -160,8 +193,14 @@ func (g *Gateway) Close(ctx context.Context) error {
 		return nil
 	}
 	g.closed = true
+	trials := slices.Collect(maps.Keys(g.trials))
 	g.mu.Unlock()
-	var errs []error
+	errs := make([]error, len(trials), len(trials)+2)
+	var wg sync.WaitGroup
+	for i, t := range trials {
+		wg.Go(func() { errs[i] = t.Close(ctx) })
+	}
+	wg.Wait()
 	if err := g.srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("llm: shut down: %w", err))
 		g.srv.Close()
@@ -177,8 +216,19 @@ func (g *Gateway) endpoint(name string) (Endpoint, bool) { return g.Endpoints.Lo
 
 // call is one request in flight, carried through the proxy in its context.
 type call struct {
-	st         *agentState
-	api        API
+	st  *agentState
+	api API
+	// ctx is the call's own: it outlives an agent that hangs up or a trial
+	// that closes only while that can still bring a usage figure (see end).
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	mock     bool
+	answered atomic.Bool // the upstream's response headers are in
+
+	mu    sync.Mutex // guards drain and over
+	drain *time.Timer
+	over  bool
+
 	stream     bool
 	start      time.Time
 	firstByte  time.Time
@@ -198,6 +248,61 @@ type callKey struct{}
 
 func callOf(r *http.Request) *call { return r.Context().Value(callKey{}).(*call) }
 
+// Why a call ended before its answer did: the cause of its context.
+var (
+	errAgentGone   = errors.New("the agent hung up")
+	errTrialClosed = errors.New("the trial ended")
+)
+
+// newCall starts a call of agent st. Its context keeps the agent request's
+// values but not its cancellation, which end decides.
+func newCall(st *agentState, api API, r *http.Request, now time.Time) *call {
+	c := &call{st: st, api: api, start: now, mock: st.endpoint.API == Mock}
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	c.ctx, c.cancel = context.WithValue(ctx, callKey{}, c), cancel
+	return c
+}
+
+// end stops a call whose agent hung up or whose trial closed, unless reading
+// on still buys a usage figure. A real upstream's answer that has started
+// reports its usage at its end, and the provider bills those tokens either
+// way: it is read on for at most grace. Any other call is cancelled at once:
+// a mock bills nothing, and an upstream that has not answered has no figure
+// to give. end may be called more than once; the first grace holds.
+func (c *call) end(cause error, grace time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.over:
+	case c.mock || !c.answered.Load():
+		c.cancel(cause)
+	case c.drain == nil:
+		c.drain = time.AfterFunc(grace, func() {
+			c.cancel(fmt.Errorf("%w, and the upstream's answer did not end within the drain grace (%v)", cause, grace))
+		})
+	}
+}
+
+// release ends the call's context and its drain timer once the call is
+// answered and recorded.
+func (c *call) release() {
+	c.mu.Lock()
+	c.over = true
+	if c.drain != nil {
+		c.drain.Stop()
+	}
+	c.mu.Unlock()
+	c.cancel(nil)
+}
+
+// gone records a call ended before it was forwarded or answered, and
+// tells the agent why, in case it is still there (its trial ended).
+func (c *call) gone(w http.ResponseWriter, where string) {
+	c.status, c.errClass = http.StatusBadGateway, ClassDisconnect
+	c.errMsg = fmt.Sprintf("%v %s", context.Cause(c.ctx), where)
+	writeError(w, c.api, c.status, "api_error", c.errMsg)
+}
+
 // ServeHTTP answers /v1/chat/completions, /v1/messages and /v1/models.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var api API
@@ -214,14 +319,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := g.grant(r)
-	if st == nil || !st.trial.enter() {
-		writeError(w, api, http.StatusUnauthorized, "authentication_error", "unknown or revoked troupe gateway token; use the token troupe gave this agent")
+	if st == nil {
+		writeError(w, api, http.StatusUnauthorized, "authentication_error", unknownToken)
 		return
 	}
-	defer st.trial.leave() // after finish: deferred calls run last first
-	ep := st.endpoint
-	c := &call{st: st, api: api, start: g.Now()}
+	c := newCall(st, api, r, g.Now())
+	if !st.trial.enter(c) {
+		c.release()
+		writeError(w, api, http.StatusUnauthorized, "authentication_error", unknownToken)
+		return
+	}
+	// Deferred calls run last first: the record is written while the call's
+	// context still says why it ended, then the call is let go.
+	defer st.trial.leave(c)
+	defer c.release()
 	defer g.finish(c) // every call the gateway answers has its record
+	stop := context.AfterFunc(r.Context(), func() { c.end(errAgentGone, g.DrainGrace) })
+	defer stop()
+	ep := st.endpoint
 	refuse := func(status int, msg string) {
 		c.status, c.errClass, c.errMsg = status, ClassBadRequest, msg
 		writeError(w, api, status, "invalid_request_error", msg)
@@ -232,9 +347,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxRequestBytes))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
+	switch _, tooLarge := errors.AsType[*http.MaxBytesError](err); {
+	case tooLarge:
 		refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", g.MaxRequestBytes))
 		return
 	case err != nil:
@@ -253,27 +367,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if f := g.takeFault(st); f != nil {
 		c.fault = f.String()
-		if !f.apply(w, r, c) {
+		if !f.apply(w, c) {
 			return
 		}
 	}
-	// The upstream call outlives an agent that hangs up by DrainGrace, so
-	// that what the provider bills is still read and recorded.
-	uctx, ucancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	var grace atomic.Pointer[time.Timer]
-	stop := context.AfterFunc(r.Context(), func() { grace.Store(time.AfterFunc(g.DrainGrace, ucancel)) })
-	defer func() {
-		stop()
-		if t := grace.Load(); t != nil {
-			t.Stop()
-		}
-		ucancel()
-	}()
-	out := r.Clone(context.WithValue(uctx, callKey{}, c))
+	out := r.Clone(c.ctx)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	g.proxy.ServeHTTP(w, out)
 }
+
+const unknownToken = "unknown or revoked troupe gateway token; use the token troupe gave this agent"
 
 // rewriteBody replaces the model with the endpoint's, so an agent cannot
 // choose another, and asks OpenAI streams to report usage.
@@ -362,11 +466,11 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 	u, _ := url.Parse(base + path)
 	pr.Out.URL, pr.Out.Host = u, ""
-	if key, ok := g.keys[ep.Name]; ok {
+	if key, ok := g.keys[ep.Name]; ok { // the one place the key is revealed
 		if c.api == Anthropic {
-			h.Set("X-Api-Key", key)
+			h.Set("X-Api-Key", key.Reveal())
 		} else {
-			h.Set("Authorization", "Bearer "+key)
+			h.Set("Authorization", "Bearer "+key.Reveal())
 		}
 	}
 }
@@ -385,23 +489,34 @@ func (g *Gateway) route(r *http.Request) (*http.Response, error) {
 	return g.Transport.RoundTrip(r)
 }
 
-// meterResponse notes status and Retry-After and meters the body: a plain
-// answer is read whole here (it is small), scrubbed of the real key, priced
-// and settled before the agent sees a byte; a stream is wrapped so usage is
-// read as it passes.
+// meterResponse keeps the headers the APIs define and meters the body: a
+// plain answer is read whole here (it is small), scrubbed of the real key,
+// priced and settled before the agent sees a byte; a stream is wrapped so
+// usage is read as it passes.
 func (g *Gateway) meterResponse(resp *http.Response) error {
 	c := callOf(resp.Request)
+	c.answered.Store(true)
 	c.firstByte = g.Now() // the response's first bytes, its headers, are here
 	c.status = resp.StatusCode
+	scrub := c.st.trial.scrubber
+	keepAPIHeaders(resp.Header, scrub)
+	// No trailer is an API's. The transport fills them in as the body ends:
+	// here for a plain answer, read whole below; in the meter's Close for
+	// the rest.
+	defer func() { resp.Trailer = nil }()
 	c.retryAfter = resp.Header.Get("Retry-After")
 	c.errClass = classifyStatus(resp.StatusCode)
-	resp.Header.Del("Set-Cookie")
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(resp.Body)
-	m := &meter{body: resp.Body, br: br, c: c, scrub: g.scrub, settle: func() { g.finish(c) }}
+	m := &meter{resp: resp, body: resp.Body, br: br, c: c, scrub: scrub, settle: func() { g.finish(c) }}
 	resp.Body = m
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		m.sse = true
+		// Without a length the agent sees the stream end only when the
+		// handler returns, after the meter has settled a stream that ends
+		// with no end marker; with one, it could call again first.
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
 		return nil
 	}
 	data, err := io.ReadAll(io.LimitReader(br, maxCapture+1))
@@ -418,13 +533,13 @@ func (g *Gateway) meterResponse(resp *http.Response) error {
 	}
 	if (c.status == http.StatusUnauthorized || c.status == http.StatusForbidden) && c.st.endpoint.API != Mock {
 		// What the provider says about the key is for the host's eyes.
-		c.errMsg = fmt.Sprintf("the upstream refused the key of endpoint %s (%d): %s", c.st.endpoint.Name, c.status, shorten(string(g.scrub(data)), 300))
+		c.errMsg = fmt.Sprintf("the upstream refused the key of endpoint %s (%d): %s", c.st.endpoint.Name, c.status, clip.Head(string(scrub.Scrub(data)), 300))
 		data = errorBody(c.api, "authentication_error", fmt.Sprintf("the upstream of endpoint %s refused troupe's key (%d); troupe's log has its answer", c.st.endpoint.Name, c.status))
 		resp.Header.Set("Content-Type", "application/json")
 	} else {
-		data = g.scrub(data)
+		data = scrub.Scrub(data)
 		if c.status >= 400 {
-			c.errMsg = shorten(string(data), 300)
+			c.errMsg = clip.Head(string(data), 300)
 		}
 	}
 	resp.ContentLength = int64(len(data))
@@ -435,40 +550,65 @@ func (g *Gateway) meterResponse(resp *http.Response) error {
 	return nil
 }
 
-// scrub replaces any real key in what the upstream said, before it reaches
-// an agent or a record.
-func (g *Gateway) scrub(b []byte) []byte {
-	for _, key := range g.keys {
-		if key != "" && bytes.Contains(b, []byte(key)) {
-			b = bytes.ReplaceAll(b, []byte(key), []byte("[key redacted by troupe]"))
+// keepAPIHeaders drops every response header but those the APIs define and
+// their SDKs read, and scrubs what is left like a body: an upstream's
+// cookies, vendor and organisation headers, or a debugging echo of the
+// request (the real key), stay on the host. An allow-list, because a
+// deny-list fails open on the next header a provider invents.
+func keepAPIHeaders(h http.Header, scrub *secret.Scrubber) {
+	for k, vs := range h {
+		if !apiHeader(http.CanonicalHeaderKey(k)) {
+			delete(h, k)
+			continue
+		}
+		for i, v := range vs {
+			if scrub.Contains([]byte(v)) {
+				vs[i] = string(scrub.Scrub([]byte(v)))
+			}
 		}
 	}
-	return b
+}
+
+// apiHeader says whether a response header (in canonical form) reaches the
+// agent: the content's type, length and encoding, request ids, rate limits
+// and retry hints.
+func apiHeader(k string) bool {
+	switch k {
+	case "Content-Type", "Content-Length", "Content-Encoding",
+		"X-Request-Id", "Request-Id", "Retry-After", "Retry-After-Ms":
+		return true
+	}
+	return strings.HasPrefix(k, "X-Ratelimit-") || strings.HasPrefix(k, "Anthropic-Ratelimit-")
 }
 
 // proxyError answers a call whose upstream could not be reached or failed
-// before answering, in the API's error shape.
+// before answering, in the API's error shape. The agent may be gone; the
+// answer is written all the same, for an agent whose trial ended.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	c := callOf(r)
-	c.errMsg = string(g.scrub([]byte(err.Error())))
+	scrub := c.st.trial.scrubber
+	c.errMsg = string(scrub.Scrub([]byte(err.Error())))
 	status, typ := http.StatusBadGateway, "api_error"
-	switch {
+	switch cause := context.Cause(c.ctx); {
+	case cause != nil: // the agent hung up, or the trial ended
+		c.errClass = ClassDisconnect
+		c.errMsg = fmt.Sprintf("%v before the upstream answered", cause)
+		if c.answered.Load() {
+			c.errMsg = fmt.Sprintf("%v while the upstream's answer was read", cause)
+		}
+		c.errMsg = string(scrub.Scrub([]byte(c.errMsg)))
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		c.errClass, status, typ = ClassTimeout, http.StatusGatewayTimeout, "timeout_error"
-	case r.Context().Err() != nil:
-		c.errClass = ClassDisconnect // the agent went away
 	default:
 		c.errClass = ClassUnreachable
 	}
 	c.status = status
-	if r.Context().Err() == nil {
-		writeError(w, c.api, status, typ, fmt.Sprintf("upstream of endpoint %s: %v", c.st.endpoint.Name, err))
-	}
+	writeError(w, c.api, status, typ, fmt.Sprintf("upstream of endpoint %s: %s", c.st.endpoint.Name, c.errMsg))
 }
 
 func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	ne, ok := errors.AsType[net.Error](err)
+	return ok && ne.Timeout()
 }
 
 // finish prices the call, writes its record and settles the budgets, once.
@@ -492,6 +632,9 @@ func (g *Gateway) finish(c *call) {
 	}
 	if c.status < 400 && c.errClass == "" && !c.complete {
 		r.ErrorClass, r.Error = ClassDisconnect, "the response ended before it was complete"
+		if cause := context.Cause(c.ctx); cause != nil {
+			r.Error = cause.Error() + " before the answer was complete"
+		}
 	}
 	if c.usageSeen || c.usage != (Usage{}) { // a stream's usage is read event by event
 		cost, cached, source := Cost(c.usage, st.price)
@@ -515,11 +658,12 @@ var errStreamCut = errors.New("stream cut by an injected fault")
 // event, which the proxy then writes and flushes on its own; a plain body is
 // read whole first (it is small), priced, then served.
 type meter struct {
+	resp    *http.Response
 	body    io.ReadCloser
 	br      *bufio.Reader
 	c       *call
 	sse     bool
-	scrub   func([]byte) []byte
+	scrub   *secret.Scrubber
 	settle  func()
 	pending []byte
 	events  int
@@ -548,7 +692,7 @@ func (m *meter) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		m.events++
-		event = m.scrub(event)
+		event = m.scrub.Scrub(event)
 		done, errMsg := inspectEvent(m.c.api, event, &m.c.usage)
 		if errMsg != "" {
 			m.c.errMsg = errMsg
@@ -603,9 +747,10 @@ func (m *meter) readEvent() ([]byte, error) {
 	}
 }
 
-// Close ends the body. A stream its agent hung up on is read on, for at
-// most DrainGrace (the upstream's context ends then), until the usage the
-// provider reports at its end: the tokens are billed either way.
+// Close ends the body. A stream the proxy stopped passing on (its agent
+// hung up) is read on until the usage the provider reports at its end, for
+// the tokens are billed either way: until the call's context ends, at most
+// DrainGrace after the hang-up (see call.end).
 func (m *meter) Close() error {
 	if m.sse && !m.c.complete && m.c.errClass == "" && m.br != nil {
 		for {
@@ -620,13 +765,18 @@ func (m *meter) Close() error {
 			}
 		}
 		m.c.errClass, m.c.errMsg = ClassDisconnect, "the agent hung up before the answer was complete"
+		if cause := context.Cause(m.c.ctx); cause != nil {
+			m.c.errMsg = cause.Error() + " before the answer was complete"
+		}
 	}
 	if m.br != nil {
 		m.br.Reset(nil)
 		readers.Put(m.br)
 		m.br = nil
 	}
-	return m.body.Close()
+	err := m.body.Close()
+	m.resp.Trailer = nil // the proxy would pass them on unannounced
+	return err
 }
 
 // Buffers are reused across calls: two 32 KiB buffers per response would

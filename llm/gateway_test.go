@@ -214,7 +214,7 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 		"an": {Name: "an", API: Anthropic, BaseURL: up.srv.URL, APIKeyEnv: "TEST_AN_KEY", Model: "upstream-model-a"},
 	})
 	f.g.Getenv = func(k string) string { return map[string]string{"TEST_OA_KEY": realKey, "TEST_AN_KEY": realKey}[k] }
-	f.g.Scenarios = fstest.MapFS{"script.yaml": {Data: []byte(testScenario)}}
+	f.g.Scenarios = fstest.MapFS{"script.yaml": {Data: []byte(testScenario)}, "stuck.yaml": {Data: []byte(stuckScenario)}}
 	f.g.Logger = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if err := f.g.Open(t.Context()); err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 		t.Cleanup(func() { file.Close() })
 		agents[i].Log = file
 	}
-	prices := map[string]manifest.Price{"oa": testPrice, "an": testPrice, "mock/script": testPrice}
+	prices := map[string]manifest.Price{"oa": testPrice, "an": testPrice, "mock/script": testPrice, "mock/stuck": testPrice}
 	trial, err := f.g.OpenTrial(TrialSpec{ID: "t1", Channel: "chan-1", UserPubkey: "uu", Agents: agents, Prices: prices})
 	if err != nil {
 		t.Fatal(err)
@@ -378,24 +378,24 @@ func TestUnknownAndRevokedTokens(t *testing.T) {
 	f := newFixture(t, AgentSpec{ID: "a-1", Endpoint: "oa"}, AgentSpec{ID: "b-1", Endpoint: "an"})
 	bad := openai.NewClient(option.WithBaseURL(f.g.URL()+"/v1/"), option.WithAPIKey("tg-not-a-token"), option.WithMaxRetries(0))
 	_, err := bad.Chat.Completions.New(t.Context(), chatParams)
-	var oerr *openai.Error
-	if !errors.As(err, &oerr) || oerr.StatusCode != 401 || !strings.Contains(oerr.Message, "unknown or revoked") {
+	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 401 || !strings.Contains(oerr.Message, "unknown or revoked") {
 		t.Errorf("unknown token (OpenAI): %v", err)
 	}
 	badA := anthropic.NewClient(aoption.WithBaseURL(f.g.URL()+"/"), aoption.WithAPIKey("nope"), aoption.WithMaxRetries(0))
 	_, err = badA.Messages.New(t.Context(), messageParams)
-	var aerr *anthropic.Error
-	if !errors.As(err, &aerr) || aerr.StatusCode != 401 || !strings.Contains(aerr.RawJSON(), `"type":"authentication_error"`) {
+	if aerr, ok := errors.AsType[*anthropic.Error](err); !ok || aerr.StatusCode != 401 || !strings.Contains(aerr.RawJSON(), `"type":"authentication_error"`) {
 		t.Errorf("unknown token (Anthropic): %v", err)
 	}
 	// A token of an OpenAI endpoint used on the Anthropic route is refused.
 	cross := anthropic.NewClient(aoption.WithBaseURL(f.g.URL()+"/"), aoption.WithAPIKey(f.trial.Token("a-1").Reveal()), aoption.WithMaxRetries(0))
-	if _, err = cross.Messages.New(t.Context(), messageParams); !errors.As(err, &aerr) || aerr.StatusCode != 400 || !strings.Contains(aerr.RawJSON(), "call /v1/chat/completions") {
+	_, err = cross.Messages.New(t.Context(), messageParams)
+	if aerr, ok := errors.AsType[*anthropic.Error](err); !ok || aerr.StatusCode != 400 || !strings.Contains(aerr.RawJSON(), "call /v1/chat/completions") {
 		t.Errorf("wrong API: %v", err)
 	}
 	client := f.openai("a-1")
 	f.trial.Close(t.Context())
-	if _, err := client.Chat.Completions.New(t.Context(), chatParams); !errors.As(err, &oerr) || oerr.StatusCode != 401 {
+	_, err = client.Chat.Completions.New(t.Context(), chatParams)
+	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 401 {
 		t.Errorf("revoked token: %v", err)
 	}
 	if f.up.calls.Load() != 0 {
@@ -416,8 +416,7 @@ func TestBudgets(t *testing.T) {
 		}
 	}
 	_, err := client.Chat.Completions.New(t.Context(), chatParams)
-	var oerr *openai.Error
-	if !errors.As(err, &oerr) || oerr.StatusCode != 429 || oerr.Type != "budget_exhausted" || !strings.Contains(oerr.Message, "agent calls-1's max_calls is spent (2 of 2)") {
+	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 429 || oerr.Type != "budget_exhausted" || !strings.Contains(oerr.Message, "agent calls-1's max_calls is spent (2 of 2)") {
 		t.Fatalf("third call: %v", err)
 	}
 	if got := f.up.calls.Load(); got != 2 {
@@ -441,8 +440,7 @@ func TestBudgets(t *testing.T) {
 		}
 	}
 	_, err = ac.Messages.New(t.Context(), messageParams)
-	var aerr *anthropic.Error
-	if !errors.As(err, &aerr) || aerr.StatusCode != 429 || !strings.Contains(aerr.RawJSON(), `"type":"budget_exhausted"`) || !strings.Contains(aerr.RawJSON(), "max_output_tokens is spent (400 of 300)") {
+	if aerr, ok := errors.AsType[*anthropic.Error](err); !ok || aerr.StatusCode != 429 || !strings.Contains(aerr.RawJSON(), `"type":"budget_exhausted"`) || !strings.Contains(aerr.RawJSON(), "max_output_tokens is spent (400 of 300)") {
 		t.Fatalf("call after crossing: %v", err)
 	}
 	if e := <-f.trial.Exhausted(); e.Agent != "tokens-1" || e.Budget != "max_output_tokens" || e.Spent != 400 {
@@ -478,8 +476,7 @@ func TestTrialCostCap(t *testing.T) {
 	}
 	c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token("a-1").Reveal()), option.WithMaxRetries(0))
 	_, err = c.Chat.Completions.New(t.Context(), chatParams)
-	var oerr *openai.Error
-	if !errors.As(err, &oerr) || oerr.StatusCode != 429 || !strings.Contains(oerr.Message, "the trial's max_cost_usd") {
+	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 429 || !strings.Contains(oerr.Message, "the trial's max_cost_usd") {
 		t.Errorf("call after the trial's cap: %v", err)
 	}
 	if e := <-trial.Exhausted(); e.Agent != "" || e.Budget != "max_cost_usd" || math.Abs(e.Spent-2*wantCost) > 1e-12 {
@@ -495,8 +492,7 @@ func TestUpstreamErrorsPassThrough(t *testing.T) {
 	}{{429, ClassRateLimit}, {503, ClassOverloaded}, {529, ClassOverloaded}, {500, ClassUpstream5xx}, {400, ClassBadRequest}} {
 		f.up.status.Store(int32(tt.status))
 		_, err := f.openai("a-1").Chat.Completions.New(t.Context(), chatParams)
-		var oerr *openai.Error
-		if !errors.As(err, &oerr) || oerr.StatusCode != tt.status || oerr.Response.Header.Get("Retry-After") != "7" {
+		if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != tt.status || oerr.Response.Header.Get("Retry-After") != "7" {
 			t.Errorf("%d: %v", tt.status, err)
 			continue
 		}
@@ -507,8 +503,7 @@ func TestUpstreamErrorsPassThrough(t *testing.T) {
 	}
 	f.up.status.Store(503)
 	_, err := f.anthropic("b-1").Messages.New(t.Context(), messageParams)
-	var aerr *anthropic.Error
-	if !errors.As(err, &aerr) || aerr.StatusCode != 503 {
+	if aerr, ok := errors.AsType[*anthropic.Error](err); !ok || aerr.StatusCode != 503 {
 		t.Errorf("anthropic 503: %v", err)
 	}
 }
@@ -522,8 +517,7 @@ func TestFaults(t *testing.T) {
 		Fault{Agent: "b-1", Delay: 50 * time.Millisecond, Times: 1},
 	)
 	_, err := f.openai("a-1").Chat.Completions.New(t.Context(), chatParams)
-	var oerr *openai.Error
-	if !errors.As(err, &oerr) || oerr.StatusCode != 429 || oerr.Response.Header.Get("Retry-After") != "3" || f.up.calls.Load() != 0 {
+	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 429 || oerr.Response.Header.Get("Retry-After") != "3" || f.up.calls.Load() != 0 {
 		t.Fatalf("status fault: %v", err)
 	}
 	stream := f.openai("a-1").Chat.Completions.NewStreaming(t.Context(), chatParams)
@@ -596,8 +590,7 @@ func TestMockScenario(t *testing.T) {
 	}
 	// The third answers 429 once with Retry-After, then the reply.
 	_, err = lead.Chat.Completions.New(t.Context(), chatParams)
-	var oerr *openai.Error
-	if !errors.As(err, &oerr) || oerr.StatusCode != 429 || oerr.Response.Header.Get("Retry-After") != "2" {
+	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 429 || oerr.Response.Header.Get("Retry-After") != "2" {
 		t.Fatalf("scripted 429: %v", err)
 	}
 	if resp, err := lead.Chat.Completions.New(t.Context(), chatParams); err != nil || resp.Choices[0].Message.Content != "after one 429" {
@@ -605,17 +598,16 @@ func TestMockScenario(t *testing.T) {
 	}
 	// Past the end of the script: a loud error, never a plausible answer.
 	_, err = lead.Chat.Completions.New(t.Context(), chatParams)
-	if !errors.As(err, &oerr) || oerr.StatusCode != 500 || oerr.Type != "mock_script_exhausted" || !strings.Contains(oerr.Message, "runs past the end of its 3 steps") {
+	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 500 || oerr.Type != "mock_script_exhausted" || !strings.Contains(oerr.Message, "runs past the end of its 3 steps") {
 		t.Errorf("exhausted script: %v", err)
 	}
 	// A step whose match fails says what it expected and what it saw.
 	_, err = f.openai("worker-1").Chat.Completions.New(t.Context(), chatParams)
-	if !errors.As(err, &oerr) || oerr.Type != "mock_script_mismatch" || !strings.Contains(oerr.Message, `expects the last message to be from "tool" and contain "exit 0"`) {
+	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.Type != "mock_script_mismatch" || !strings.Contains(oerr.Message, `expects the last message to be from "tool" and contain "exit 0"`) {
 		t.Errorf("mismatch: %v", err)
 	}
 	_, err = f.anthropic("nobody-1").Messages.New(t.Context(), messageParams)
-	var aerr *anthropic.Error
-	if !errors.As(err, &aerr) || !strings.Contains(aerr.RawJSON(), "mock_no_script") {
+	if aerr, ok := errors.AsType[*anthropic.Error](err); !ok || !strings.Contains(aerr.RawJSON(), "mock_no_script") {
 		t.Errorf("no script: %v", err)
 	}
 	// Usage from the script is metered like an upstream's.
@@ -747,12 +739,14 @@ func TestStreamEventsAreFlushedOneByOne(t *testing.T) {
 		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
 	}))
 	defer up.Close()
-	defer close(release)
 	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: up.URL, Model: "m"}})
 	if err := g.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close(context.Background())
+	// The stream ends before the gateway closes, which would otherwise read
+	// on for its usage for DrainGrace.
+	defer close(release)
 	trial, _ := g.OpenTrial(TrialSpec{ID: "t", Agents: []AgentSpec{{ID: "a-1", Endpoint: "oa"}}, Prices: map[string]manifest.Price{"oa": {}}})
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", g.URL()+"/v1/chat/completions", strings.NewReader(`{"model":"x","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Authorization", "Bearer "+trial.Token("a-1").Reveal())
@@ -776,35 +770,36 @@ func TestStreamEventsAreFlushedOneByOne(t *testing.T) {
 	}
 }
 
-// TestTrialCloseWaitsForCallsInFlight: the trial's teardown closes the
+// TestTrialCloseRecordsCallsInFlight: the trial's teardown closes the
 // agents' logs after Close, so Close must not return before a call in flight
-// is recorded, and must refuse new calls at once.
-func TestTrialCloseWaitsForCallsInFlight(t *testing.T) {
+// is recorded, and must refuse new calls at once. A call not yet forwarded
+// (held by an injected delay) brings no usage figure: Close ends it at once
+// and the agent is told why.
+func TestTrialCloseRecordsCallsInFlight(t *testing.T) {
 	f := newFixture(t, AgentSpec{ID: "a-1", Endpoint: "oa"})
-	f.g.SetFaults(Fault{Delay: 300 * time.Millisecond, Times: 1})
+	f.g.SetFaults(Fault{Delay: time.Hour, Times: 1})
 	client := f.openai("a-1")
 	done := make(chan error, 1)
 	go func() {
 		_, err := client.Chat.Completions.New(context.Background(), chatParams)
 		done <- err
 	}()
-	for {
-		f.trial.mu.Lock()
-		n := f.trial.inflight
-		f.trial.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitInFlight(t, f.trial)
 	if err := f.trial.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.records(t, "a-1")); n != 1 {
-		t.Errorf("Close returned with %d records written, want the call in flight recorded", n)
+	recs := f.records(t, "a-1")
+	if len(recs) != 1 || recs[0].ErrorClass != ClassDisconnect || !strings.Contains(recs[0].Error, "the trial ended during an injected delay") {
+		t.Errorf("Close returned with records %+v, want the call in flight recorded as ended by the trial", recs)
 	}
-	if err := <-done; err != nil {
-		t.Errorf("the call in flight must complete: %v", err)
+	if oerr, ok := errors.AsType[*openai.Error](<-done); !ok || oerr.StatusCode != http.StatusBadGateway || !strings.Contains(oerr.Message, "the trial ended") {
+		t.Errorf("the call in flight must be told the trial ended: %v", oerr)
+	}
+	if _, err := client.Chat.Completions.New(t.Context(), chatParams); err == nil {
+		t.Error("a call after Close was answered")
+	}
+	if f.up.calls.Load() != 0 {
+		t.Errorf("the upstream saw %d calls", f.up.calls.Load())
 	}
 	short, cancel := context.WithTimeout(t.Context(), time.Millisecond)
 	defer cancel()

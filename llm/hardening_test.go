@@ -18,6 +18,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/manifest"
 )
 
@@ -45,8 +46,7 @@ func TestMaxCallsHoldsUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	refused := 0
 	for _, err := range errs {
-		var oerr *openai.Error
-		if errors.As(err, &oerr) && oerr.StatusCode == 429 {
+		if oerr, ok := errors.AsType[*openai.Error](err); ok && oerr.StatusCode == 429 {
 			refused++
 		}
 	}
@@ -95,8 +95,8 @@ func TestUpstreamEchoOfTheKeyIsScrubbed(t *testing.T) {
 			fmt.Fprintf(w, `{"error":{"message":"key %s is no good","type":"invalid_request_error"}}`, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 		})
 		_, err := f.openai("a-1").Chat.Completions.New(t.Context(), chatParams)
-		var oerr *openai.Error
-		if !errors.As(err, &oerr) || oerr.StatusCode != status {
+		oerr, ok := errors.AsType[*openai.Error](err)
+		if !ok || oerr.StatusCode != status {
 			t.Fatalf("%d: %v", status, err)
 		}
 		if strings.Contains(oerr.RawJSON(), realKey) || strings.Contains(err.Error(), realKey) {
@@ -107,7 +107,7 @@ func TestUpstreamEchoOfTheKeyIsScrubbed(t *testing.T) {
 		}
 	}
 	for _, r := range f.records(t, "a-1") {
-		if line, _ := json.Marshal(r); bytes.Contains(line, []byte(realKey)) || !strings.Contains(r.Error, "[key redacted by troupe]") {
+		if line, _ := json.Marshal(r); bytes.Contains(line, []byte(realKey)) || !strings.Contains(r.Error, secret.Redacted) {
 			t.Errorf("record %s", line)
 		}
 	}
@@ -162,8 +162,7 @@ func TestUnreachableUpstream(t *testing.T) {
 	}
 	c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token("a-1").Reveal()), option.WithMaxRetries(0))
 	_, err = c.Chat.Completions.New(t.Context(), chatParams)
-	var oerr *openai.Error
-	if !errors.As(err, &oerr) || oerr.StatusCode != 502 {
+	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 502 {
 		t.Fatalf("%v", err)
 	}
 	trial.Close(context.Background())

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,7 +51,7 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, r.Context().Err()
 	}
 	if e := step.Error; e != nil {
-		msg := cmp(e.Message, fmt.Sprintf("scripted error %d (scenario %s, step %q)", e.Status, cur.scenario.Name, step.Name))
+		msg := cmp.Or(e.Message, fmt.Sprintf("scripted error %d (scenario %s, step %q)", e.Status, cur.scenario.Name, step.Name))
 		return mockError(r, c.api, e.Status, errorType(e.Status), msg, e.RetryAfter), nil
 	}
 	reply, err := cur.render(step.Reply)
@@ -85,13 +86,6 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp.ContentLength = -1
 	resp.Body = &chunkReader{ctx: r.Context(), chunks: out.events(c.api, max(step.Chunks, 1)), gap: step.ChunkDelay, cutAfter: step.CutAfterChunks}
 	return resp, nil
-}
-
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func wait(ctx context.Context, d time.Duration) error {

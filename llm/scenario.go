@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/yaml11"
 )
 
@@ -378,7 +380,7 @@ func (c *scriptCursor) take(lastRole, lastText string) (Step, error) {
 	st := steps[c.next]
 	if m := st.Match; m != nil && ((m.Role != "" && m.Role != lastRole) || !strings.Contains(lastText, m.Contains)) {
 		return Step{}, &errScript{"mock_script_mismatch", fmt.Sprintf("scenario %s, script %s, step %d (line %d) expects the last message to be from %q and contain %q; agent %s's last message is from %q: %q",
-			c.scenario.Name, c.key, c.next+1, st.line, cmpOrAny(m.Role), m.Contains, c.facts.Self.ID, lastRole, shorten(lastText, 200))}
+			c.scenario.Name, c.key, c.next+1, st.line, cmp.Or(m.Role, "anyone"), m.Contains, c.facts.Self.ID, lastRole, clip.Head(lastText, 200))}
 	}
 	if st.Error != nil && c.errorUsed < st.Error.Times {
 		c.errorUsed++
@@ -390,20 +392,6 @@ func (c *scriptCursor) take(lastRole, lastText string) (Step, error) {
 	c.next, c.errorUsed = c.next+1, 0
 	st.Error = nil // its errors were given; now its answer
 	return st, nil
-}
-
-func cmpOrAny(role string) string {
-	if role == "" {
-		return "anyone"
-	}
-	return role
-}
-
-func shorten(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }
 
 // render executes a template against the facts.

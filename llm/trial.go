@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/troupebench/troupe/internal/secret"
 	"io"
+	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/manifest"
 )
 
@@ -73,6 +76,9 @@ func formatAmount(budget string, v float64) string {
 type Trial struct {
 	g    *Gateway
 	spec TrialSpec
+	// scrubber finds the gateway's keys and this trial's tokens in what
+	// reaches its agents and records.
+	scrubber *secret.Scrubber
 
 	mu        sync.Mutex
 	agents    map[string]*agentState   // by agent id
@@ -82,8 +88,8 @@ type Trial struct {
 	reported  bool // the trial's exhaustion has been reported
 	events    chan Exhaustion
 	closed    bool
-	inflight  int
-	drained   chan struct{} // closed when the last call in flight ends after Close
+	calls     map[*call]struct{} // in flight
+	idle      chan struct{}      // closed once the trial is closed and no call is in flight
 }
 
 // agentState is one agent's grant: where its calls go and what it has used.
@@ -103,7 +109,8 @@ type agentState struct {
 // OpenTrial mints a token for each agent. Every endpoint must be configured
 // (or be mock/<scenario>) and priced, and every mock scenario must load.
 func (g *Gateway) OpenTrial(spec TrialSpec) (*Trial, error) {
-	t := &Trial{g: g, spec: spec, agents: map[string]*agentState{}, tokens: map[string]secret.Secret{}, events: make(chan Exhaustion, len(spec.Agents)+1)}
+	t := &Trial{g: g, spec: spec, agents: map[string]*agentState{}, tokens: map[string]secret.Secret{}, events: make(chan Exhaustion, len(spec.Agents)+1),
+		calls: map[*call]struct{}{}, idle: make(chan struct{})}
 	var errs []error
 	scenarios := map[string]*Scenario{}
 	for _, a := range spec.Agents {
@@ -139,13 +146,19 @@ func (g *Gateway) OpenTrial(spec TrialSpec) (*Trial, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("llm: trial %s: %w", spec.ID, err)
 	}
+	for id := range t.agents {
+		t.tokens[id] = newToken()
+	}
+	t.scrubber = secret.NewScrubber(append(slices.Collect(maps.Values(g.keys)), slices.Collect(maps.Values(t.tokens))...)...)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for id, st := range t.agents {
-		token := newToken()
-		t.tokens[id] = token
-		g.grants[token.Reveal()] = st
+	if !g.open || g.closed {
+		return nil, fmt.Errorf("llm: trial %s: the gateway is not open", spec.ID)
 	}
+	for id, st := range t.agents {
+		g.grants[t.tokens[id].Reveal()] = st
+	}
+	g.trials[t] = struct{}{}
 	return t, nil
 }
 
@@ -178,51 +191,84 @@ func (t *Trial) Usage() (perAgent map[string]Totals, total Totals) {
 	return perAgent, t.total
 }
 
-// Close revokes every token of the trial, then waits, within ctx, for the
-// calls in flight to finish and be recorded, so the agents' logs can be
-// closed after it.
+// Close revokes every token of the trial and ends its calls in flight, then
+// waits for them to be recorded, so the agents' logs can be closed after it.
+// A call that can bring no usage figure — a mock's, one held by a fault,
+// one whose upstream has not answered — is cancelled at once. A real
+// upstream's answer that has started is read on for the usage the provider
+// reports at its end, for at most DrainGrace. If ctx ends first, what is
+// left is cancelled and Close returns an error saying how many calls were
+// still in flight. Close may be called more than once, and concurrently.
 func (t *Trial) Close(ctx context.Context) error {
 	t.g.mu.Lock()
 	for _, token := range t.tokens {
 		delete(t.g.grants, token.Reveal())
 	}
+	delete(t.g.trials, t)
 	t.g.mu.Unlock()
 	t.mu.Lock()
 	t.closed = true
-	if t.inflight == 0 {
-		t.mu.Unlock()
-		return nil
-	}
-	drained, n := make(chan struct{}), t.inflight
-	t.drained = drained
+	calls := slices.Collect(maps.Keys(t.calls))
+	t.signalIdle()
 	t.mu.Unlock()
+	for _, c := range calls {
+		c.end(errTrialClosed, t.g.DrainGrace)
+	}
 	select {
-	case <-drained:
+	case <-t.idle:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("llm: trial %s: %d calls still in flight: %w", t.spec.ID, n, context.Cause(ctx))
+	}
+	t.mu.Lock()
+	calls = slices.Collect(maps.Keys(t.calls))
+	t.mu.Unlock()
+	cause := fmt.Errorf("%w and its teardown ran out of time (%w)", errTrialClosed, context.Cause(ctx))
+	for _, c := range calls {
+		c.cancel(cause)
+	}
+	return fmt.Errorf("llm: trial %s: %d calls still in flight: %w", t.spec.ID, len(calls), context.Cause(ctx))
+}
+
+// signalIdle closes idle once the trial is closed and has no call in
+// flight. t.mu is held.
+func (t *Trial) signalIdle() {
+	select {
+	case <-t.idle:
+	default:
+		if t.closed && len(t.calls) == 0 {
+			close(t.idle)
+		}
 	}
 }
 
 // enter counts a call in flight, unless the trial is closed.
-func (t *Trial) enter() bool {
+func (t *Trial) enter(c *call) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return false
 	}
-	t.inflight++
+	t.calls[c] = struct{}{}
 	return true
 }
 
-func (t *Trial) leave() {
+func (t *Trial) leave(c *call) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.inflight--
-	if t.inflight == 0 && t.drained != nil {
-		close(t.drained)
-		t.drained = nil
-	}
+	delete(t.calls, c)
+	t.signalIdle()
+}
+
+// String names the trial. A Trial holds its agents' tokens, so it never
+// prints its fields.
+func (t *Trial) String() string { return "llm trial " + t.spec.ID }
+
+// Format prints String for every verb, %#v and %d included.
+func (t *Trial) Format(f fmt.State, _ rune) { io.WriteString(f, t.String()) }
+
+// LogValue is the trial in slog: its id and agents, never a token.
+func (t *Trial) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("id", t.spec.ID), slog.Any("agents", slices.Sorted(maps.Keys(t.agents))))
 }
 
 // admit counts a call against the budgets before it is forwarded, or says
@@ -269,7 +315,7 @@ func (st *agentState) settle(r Record) {
 	t.total.add(r)
 	if st.spec.Log != nil {
 		line, _ := json.Marshal(r)
-		if _, err := st.spec.Log.Write(append(line, '\n')); err != nil {
+		if _, err := st.spec.Log.Write(append(t.scrubber.Scrub(line), '\n')); err != nil {
 			t.g.Logger.Error("cannot write call record", "agent", st.spec.ID, "err", err)
 		}
 	}

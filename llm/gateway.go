@@ -571,11 +571,12 @@ func keepAPIHeaders(h http.Header, scrub *secret.Scrubber) {
 
 // apiHeader says whether a response header (in canonical form) reaches the
 // agent: the content's type, length and encoding, request ids, rate limits
-// and retry hints.
+// and retry hints (X-Should-Retry is the providers' own, which both official
+// SDKs obey).
 func apiHeader(k string) bool {
 	switch k {
 	case "Content-Type", "Content-Length", "Content-Encoding",
-		"X-Request-Id", "Request-Id", "Retry-After", "Retry-After-Ms":
+		"X-Request-Id", "Request-Id", "Retry-After", "Retry-After-Ms", "X-Should-Retry":
 		return true
 	}
 	return strings.HasPrefix(k, "X-Ratelimit-") || strings.HasPrefix(k, "Anthropic-Ratelimit-")

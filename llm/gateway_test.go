@@ -199,6 +199,10 @@ scripts:
   implementer:
     - match: {role: tool, contains: "exit 0"}
       reply: "never reached without a tool result"
+  echo:
+    - tool_calls:
+        - name: send_message
+          arguments: {content: "I read: {{.Last}}"}
   streamy:
     - reply: "a stream that is cut"
       chunks: 5
@@ -614,6 +618,24 @@ func TestMockScenario(t *testing.T) {
 	r := f.records(t, "lead-1")[0]
 	if r.InputTokens != 1000 || r.CachedTokens != 400 || math.Abs(r.CostUSD-wantCost) > 1e-12 {
 		t.Errorf("scripted usage record %+v", r)
+	}
+}
+
+// TestMockQuotesTheLastMessage: {{.Last}} is the text of the call's last
+// message, so a scripted model can quote a tool's result as a real one may.
+func TestMockQuotesTheLastMessage(t *testing.T) {
+	f := newFixture(t, AgentSpec{ID: "echo-1", Role: "echo", Kind: "worker", Endpoint: "mock/script"})
+	params := openai.ChatCompletionNewParams{Model: "x", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.UserMessage("first"), openai.ToolMessage("exit 0\nthe key is k-123", "call_1"),
+	}}
+	resp, err := f.openai("echo-1").Chat.Completions.New(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args map[string]any
+	json.Unmarshal([]byte(resp.Choices[0].Message.ToolCalls[0].Function.Arguments), &args)
+	if args["content"] != "I read: exit 0\nthe key is k-123" {
+		t.Errorf("content %q", args["content"])
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // define, and the Date the gateway's own server adds.
 func agentMaySee(key string) bool {
 	switch key {
-	case "Content-Type", "Content-Length", "Content-Encoding", "Date", "X-Request-Id", "Request-Id", "Retry-After", "Retry-After-Ms":
+	case "Content-Type", "Content-Length", "Content-Encoding", "Date", "X-Request-Id", "Request-Id", "Retry-After", "Retry-After-Ms", "X-Should-Retry":
 		return true
 	}
 	return strings.HasPrefix(key, "X-Ratelimit-") || strings.HasPrefix(key, "Anthropic-Ratelimit-")
@@ -38,6 +38,7 @@ func TestOnlyAPIHeadersReachTheAgent(t *testing.T) {
 		h.Set("X-Ratelimit-Remaining-Requests", "99")
 		h.Set("Anthropic-Ratelimit-Tokens-Remaining", "5000")
 		h.Set("Retry-After-Ms", "250")
+		h.Set("X-Should-Retry", "false")
 		h.Set("Trailer", "X-Debug-Trailer")
 		if strings.Contains(r.Header.Get("Accept"), "event-stream") {
 			h.Set("Content-Type", "text/event-stream")
@@ -87,7 +88,7 @@ func TestOnlyAPIHeadersReachTheAgent(t *testing.T) {
 				t.Fatalf("status %d, %v: %s", resp.StatusCode, err, data)
 			}
 			checkHeaders(t, resp.Header, resp.Trailer)
-			for _, want := range []string{"X-Request-Id", "Request-Id", "X-Ratelimit-Remaining-Requests", "Anthropic-Ratelimit-Tokens-Remaining", "Retry-After-Ms"} {
+			for _, want := range []string{"X-Request-Id", "Request-Id", "X-Ratelimit-Remaining-Requests", "Anthropic-Ratelimit-Tokens-Remaining", "Retry-After-Ms", "X-Should-Retry"} {
 				if resp.Header.Get(want) == "" {
 					t.Errorf("%s did not pass", want)
 				}

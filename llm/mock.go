@@ -54,13 +54,15 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		msg := cmp.Or(e.Message, fmt.Sprintf("scripted error %d (scenario %s, step %q)", e.Status, cur.scenario.Name, step.Name))
 		return mockError(r, c.api, e.Status, errorType(e.Status), msg, e.RetryAfter), nil
 	}
-	reply, err := cur.render(step.Reply)
+	facts := cur.facts // a copy: calls of one agent may overlap
+	facts.Last = req.lastText
+	reply, err := cur.render(step.Reply, facts)
 	if err != nil {
 		return mockError(r, c.api, http.StatusInternalServerError, "mock_template_error", err.Error(), 0), nil
 	}
 	var calls []renderedCall
 	for i, tc := range step.ToolCalls {
-		args, err := cur.renderArgs(tc.Arguments)
+		args, err := cur.renderArgs(tc.Arguments, facts)
 		if err != nil {
 			return mockError(r, c.api, http.StatusInternalServerError, "mock_template_error", err.Error(), 0), nil
 		}

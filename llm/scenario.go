@@ -293,13 +293,17 @@ type Teammate struct {
 
 // Facts are what a scenario's templates see: {{.Channel}},
 // {{.Self.ID}}, {{(.Agent "worker-1").Pubkey}}, {{(.Role "implementer").ID}},
-// {{.Orchestrator.ID}}, {{.User.Pubkey}}.
+// {{.Orchestrator.ID}}, {{.User.Pubkey}}, {{.Last}}.
 type Facts struct {
 	Trial, Channel string
 	Self           Teammate
 	User           Teammate
 	Orchestrator   Teammate
 	Team           []Teammate
+	// Last is the text of the last message of the call being answered: a
+	// tool's result, a teammate's message. A scripted model quotes what it
+	// read with it, as a real one may.
+	Last string
 }
 
 // Agent returns the teammate with the given id.
@@ -395,26 +399,26 @@ func (c *scriptCursor) take(lastRole, lastText string) (Step, error) {
 }
 
 // render executes a template against the facts.
-func (c *scriptCursor) render(t *template.Template) (string, error) {
+func (c *scriptCursor) render(t *template.Template, facts Facts) (string, error) {
 	if t == nil {
 		return "", nil
 	}
 	var b bytes.Buffer
-	if err := t.Execute(&b, c.facts); err != nil {
+	if err := t.Execute(&b, facts); err != nil {
 		return "", fmt.Errorf("scenario %s: %v", c.scenario.Name, err)
 	}
 	return b.String(), nil
 }
 
 // renderArgs renders every template in a tool call's arguments.
-func (c *scriptCursor) renderArgs(v any) (any, error) {
+func (c *scriptCursor) renderArgs(v any, facts Facts) (any, error) {
 	switch v := v.(type) {
 	case *template.Template:
-		return c.render(v)
+		return c.render(v, facts)
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, x := range v {
-			r, err := c.renderArgs(x)
+			r, err := c.renderArgs(x, facts)
 			if err != nil {
 				return nil, err
 			}
@@ -424,7 +428,7 @@ func (c *scriptCursor) renderArgs(v any) (any, error) {
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			r, err := c.renderArgs(x)
+			r, err := c.renderArgs(x, facts)
 			if err != nil {
 				return nil, err
 			}

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/internal/clip"
+
 	"github.com/nbd-wtf/go-nostr/nip19"
 	"github.com/troupebench/troupe/internal/capfile"
 	"github.com/troupebench/troupe/internal/secret"
@@ -92,7 +95,8 @@ func TestVerifierStartsClean(t *testing.T) {
 }
 
 // TestNoSecretInAnyFile: an agent prints its key and token in its tool
-// results, into its own stderr and into an artifact. The verifier tells the
+// results, into its own stderr and into an artifact, and posts them in the
+// channel. The verifier tells the
 // test the trial's secrets (reversed, which no scrubber looks for); no file
 // of the trial folder may hold any of them, in any form the trial knows.
 func TestNoSecretInAnyFile(t *testing.T) {
@@ -118,6 +122,25 @@ func TestNoSecretInAnyFile(t *testing.T) {
 		t.Fatalf("the verifier revealed %d secrets; want the key and the token:\n%s", len(secrets), out)
 	}
 	grepFolder(t, dir, secrets)
+	// The message that quoted the key was refused, and the refusal is on
+	// the record; the trial went on to its DONE:.
+	if res.Relay.Refusals < 1 || res.CompletionReason != DeclaredDone {
+		t.Errorf("relay %+v, reason %s: the message with the key was not refused", res.Relay, res.CompletionReason)
+	}
+	if audit, _ := os.ReadFile(filepath.Join(dir, "relay", "audit.jsonl")); !strings.Contains(string(audit), "carries a secret key or token minted for this trial") {
+		t.Errorf("the audit log does not record the refusal:\n%s", audit)
+	}
+	// The transcript is clean and still evidence: every event verifies.
+	transcript, _ := os.ReadFile(filepath.Join(dir, "relay", "transcript.jsonl"))
+	for line := range strings.Lines(string(transcript)) {
+		var rec struct{ Event nostr.Event }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("transcript line %q: %v", line, err)
+		}
+		if ok, err := rec.Event.CheckSignature(); !ok || !rec.Event.CheckID() {
+			t.Errorf("transcript event %q does not verify (%v): was it scrubbed after it was signed?", clip.Head(rec.Event.Content, 60), err)
+		}
+	}
 	// The secrets reached the files and were replaced there: the test
 	// would prove nothing if the agent had printed nothing.
 	for _, f := range []string{"agents/solo-1/stderr.log", "artifacts/leak.txt", "artifacts/upper.txt"} {

@@ -306,3 +306,20 @@ func TestIsolation(t *testing.T) {
 		t.Errorf("the second agent with the lead's key was not refused as an identity conflict: %+v", res.Relay)
 	}
 }
+
+// TestEndingWithACallInFlightIsQuick: a trial that ends (here by the
+// lead's DONE:) while a worker's model call hangs does not wait for an
+// answer that will never be read.
+func TestEndingWithACallInFlightIsQuick(t *testing.T) {
+	env := testEnv(t)
+	res, _ := runTrial(t, env, "testdata/manifests/hung-call.yaml", helloWorld)
+	if res.CompletionReason != DeclaredDone {
+		t.Fatalf("%s: %+v", res.CompletionReason, res.ExceptionInfo)
+	}
+	if after := res.FinishedAt.Sub(*res.AgentExecution.FinishedAt); after > 4*time.Second {
+		t.Errorf("the trial took %s after the agents' work ended: it waited for the hung call", after.Round(time.Millisecond))
+	}
+	if len(res.CleanupErrors) != 0 {
+		t.Errorf("cleanup errors: %v", res.CleanupErrors)
+	}
+}

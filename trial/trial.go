@@ -820,6 +820,10 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	}
 	r.stopWatchers()
 
+	if sweepErr != nil && (reason == Cancelled || reason == InfraError || ctx.Err() != nil) {
+		// No verdict is taken anyway; the failure is still on the record.
+		r.cleanupError("sweep", sweepErr)
+	}
 	result := outcome.Cancelled
 	switch {
 	case reason == Cancelled || ctx.Err() != nil:

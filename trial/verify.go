@@ -152,6 +152,8 @@ func (r *run) copyLogs(ctx context.Context) error {
 	defer root.Close()
 	budget := r.env.bounds().Logs
 	for _, d := range []string{"verifier", "artifacts"} {
+		dir := filepath.Join(r.spec.Dir, d)
+		before := dirSize(dir) // verifier/ holds troupe's capture of its output
 		skipped, err := r.env.Runtime.CopyOut(ctx, r.container, path.Join("/logs", d), root, d, budget)
 		if err != nil {
 			return fmt.Errorf("copy /logs/%s out: %w", d, err)
@@ -159,10 +161,10 @@ func (r *run) copyLogs(ctx context.Context) error {
 		for _, s := range skipped {
 			r.log.Warn("not copied out of /logs", "entry", s)
 		}
-		if budget -= dirSize(filepath.Join(r.spec.Dir, d)); budget <= 0 {
+		if budget -= dirSize(dir) - before; budget <= 0 {
 			budget = 1 // the next copy takes nothing more
 		}
-		if err := scrubTree(filepath.Join(r.spec.Dir, d), r.secrets); err != nil {
+		if err := scrubTree(dir, r.secrets); err != nil {
 			r.cleanupError("scrub "+d, err)
 		}
 	}

@@ -345,7 +345,7 @@ func (p *progress) job(e trial.JobEvent) {
 	switch e.Type {
 	case trial.EventJobStarted:
 		p.total, p.kept = e.Total, e.Kept
-		fmt.Fprintf(p.a.stderr, "job %s: %d trials", e.Dir, e.Total)
+		fmt.Fprintf(p.a.stderr, "job %s: %s", e.Dir, count(e.Total, "trial"))
 		if e.Kept > 0 {
 			fmt.Fprintf(p.a.stderr, " (%d kept from an earlier run)", e.Kept)
 		}
@@ -413,6 +413,14 @@ func (p *progress) end() {
 	if p.terminal && p.drawn {
 		fmt.Fprintln(p.a.stderr)
 	}
+}
+
+// count says "1 trial", "2 trials".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // indent keeps a message whole (its end often says what to do) and indents

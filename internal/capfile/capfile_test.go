@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -153,19 +154,32 @@ func TestWriteAfterClose(t *testing.T) {
 	}
 }
 
-// BenchmarkOverflow writes 64 MiB into a file bounded to 8 MiB: what an
-// agent that floods its output costs troupe.
+// BenchmarkOverflow writes 64 MiB, 32 KiB at a time, into a file bounded to
+// 8 MiB (troupe) and into a plain file (baseline): what an agent that floods
+// its output costs troupe.
 func BenchmarkOverflow(b *testing.B) {
 	buf := bytes.Repeat([]byte("0123456789abcdef"), 2048) // 32 KiB
-	for b.Loop() {
-		f, err := Create(filepath.Join(b.TempDir(), "out.log"), Limit{Head: 4 << 20, Tail: 4 << 20})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for range 2048 {
-			f.Write(buf)
-		}
-		f.Close()
+	for _, v := range []struct {
+		name string
+		open func(string) (io.WriteCloser, error)
+	}{
+		{"baseline", func(p string) (io.WriteCloser, error) { return os.Create(p) }},
+		{"troupe", func(p string) (io.WriteCloser, error) { return Create(p, Limit{Head: 4 << 20, Tail: 4 << 20}) }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(64 << 20)
+			for b.Loop() {
+				f, err := v.open(filepath.Join(b.TempDir(), "out.log"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range 2048 {
+					f.Write(buf)
+				}
+				if err := f.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
-	b.SetBytes(64 << 20)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 
 	"github.com/troupebench/troupe/manifest"
@@ -83,7 +84,7 @@ func BenchmarkJobThroughput(b *testing.B) {
 			start := time.Now()
 			for b.Loop() {
 				res, err := RunJob(b.Context(), env, JobSpec{Dir: filepath.Join(b.TempDir(), "job"), Conditions: []Condition{benchCondition(b, "../examples/manifests/solo.yaml")},
-					Tasks: []*Task{benchTask(b)}, Attempts: c.trials, Concurrency: c.concurrency}, Progress{})
+					Tasks: []*task.Task{benchTask(b)}, Attempts: c.trials, Concurrency: c.concurrency}, Progress{})
 				if err != nil || res.Stats.Completed != c.trials {
 					b.Fatalf("job: %v %+v", err, res)
 				}
@@ -123,7 +124,7 @@ func BenchmarkJobMemory(b *testing.B) {
 				}
 			})
 			res, err := RunJob(b.Context(), env, JobSpec{Dir: filepath.Join(b.TempDir(), "job"), Conditions: []Condition{benchCondition(b, "testdata/manifests/slow.yaml")},
-				Tasks: []*Task{benchTask(b)}, Attempts: 32, Concurrency: 32}, Progress{})
+				Tasks: []*task.Task{benchTask(b)}, Attempts: 32, Concurrency: 32}, Progress{})
 			close(stop)
 			wg.Wait()
 			if err != nil || res.Stats.Completed != 32 {
@@ -159,7 +160,7 @@ func benchEnv(b *testing.B) *Env {
 	return &Env{Runtime: testRT, Relay: r, Gateway: g, Binary: testBinary(b), JobID: runID + "-bench", Version: "bench", Limits: DefaultLimits}
 }
 
-func benchInputs(b *testing.B, manifestPath string) (*manifest.Team, *Task) {
+func benchInputs(b *testing.B, manifestPath string) (*manifest.Team, *task.Task) {
 	return team(b, manifestPath), benchTask(b)
 }
 
@@ -167,4 +168,4 @@ func benchCondition(b *testing.B, path string) Condition {
 	return Condition{Path: path, Team: team(b, path)}
 }
 
-func benchTask(b *testing.B) *Task { return task(b, helloWorld) }
+func benchTask(b *testing.B) *task.Task { return loadTask(b, helloWorld) }

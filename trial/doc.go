@@ -11,6 +11,6 @@
 // is manifests × tasks × attempts with bounded concurrency, resumable from
 // its folder, retrying only trials the harness failed.
 //
-// Tasks are in Harbor's format (LoadTask). docs/run.md describes the steps,
+// Tasks are in Harbor's format (package task). docs/run.md describes the steps,
 // the completion reasons and outcomes, and the files on disk.
 package trial

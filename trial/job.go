@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 
 	"github.com/troupebench/troupe/llm"
@@ -36,7 +37,7 @@ type Condition struct {
 type JobSpec struct {
 	Dir         string
 	Conditions  []Condition
-	Tasks       []*Task
+	Tasks       []*task.Task
 	Attempts    int
 	Concurrency int
 	// Retries is how many times an unscored_infra trial is run again.
@@ -134,7 +135,7 @@ type JobResult struct {
 type planned struct {
 	name    string
 	cond    Condition
-	task    *Task
+	task    *task.Task
 	attempt int
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 
 	"github.com/troupebench/troupe/runtime"
@@ -25,7 +26,7 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 	spec := JobSpec{
 		Dir:        dir,
 		Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml"), cond(t, "testdata/manifests/wrong.yaml")},
-		Tasks:      []*Task{task(t, helloWorld), task(t, "testdata/tasks/broken-dockerfile")},
+		Tasks:      []*task.Task{loadTask(t, helloWorld), loadTask(t, "testdata/tasks/broken-dockerfile")},
 		Attempts:   1, Concurrency: 2, Retries: 1,
 	}
 	var mu sync.Mutex
@@ -130,14 +131,14 @@ func TestJobRefusesChangedInputs(t *testing.T) {
 	os.WriteFile(m, data, 0o644)
 	taskDir := filepath.Join(work, "hello-world")
 	os.CopyFS(taskDir, os.DirFS(helloWorld))
-	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*Task{task(t, taskDir)}}
+	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*task.Task{loadTask(t, taskDir)}}
 	if _, err := RunJob(t.Context(), env, spec, Progress{}); err != nil {
 		t.Fatal(err)
 	}
 
 	os.WriteFile(m, []byte(strings.Replace(string(data), "max_calls: 20", "max_calls: 21", 1)), 0o644)
 	os.WriteFile(filepath.Join(taskDir, "instruction.md"), []byte("Create /app/hello.txt with Hello, world! now.\n"), 0o644)
-	spec = JobSpec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*Task{task(t, taskDir)}}
+	spec = JobSpec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*task.Task{loadTask(t, taskDir)}}
 	_, err := RunJob(t.Context(), env, spec, Progress{})
 	if err == nil || !strings.Contains(err.Error(), "condition hello-solo-mock changed") || !strings.Contains(err.Error(), "task hello-world changed") {
 		t.Fatalf("a changed manifest and task were not refused: %v", err)
@@ -168,13 +169,13 @@ func TestJobRefusesChangedInputs(t *testing.T) {
 // a job stopped early, or refused, can be corrected and run again.
 func TestLockAllowsChangesWithoutResults(t *testing.T) {
 	dir := t.TempDir()
-	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml")}, Tasks: []*Task{task(t, helloWorld)}}
+	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml")}, Tasks: []*task.Task{loadTask(t, helloWorld)}}
 	if err := checkLock(spec, "v", 1); err != nil {
 		t.Fatal(err)
 	}
 	changed := *spec.Tasks[0]
 	changed.Digest = "sha256:other"
-	spec.Tasks = []*Task{&changed}
+	spec.Tasks = []*task.Task{&changed}
 	if err := checkLock(spec, "v", 1); err != nil {
 		t.Fatalf("a task with no results was refused: %v", err)
 	}
@@ -222,13 +223,13 @@ func TestPlanRefusesNamesThatCannotNameFolders(t *testing.T) {
 		team := *c.Team
 		team.Manifest = &m
 		bad.Team = &team
-		if _, err := planJob(JobSpec{Conditions: []Condition{bad}, Tasks: []*Task{task(t, helloWorld)}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "cannot name a trial folder") {
+		if _, err := planJob(JobSpec{Conditions: []Condition{bad}, Tasks: []*task.Task{loadTask(t, helloWorld)}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "cannot name a trial folder") {
 			t.Errorf("condition %q: %v", name, err)
 		}
 	}
-	long := *task(t, helloWorld)
+	long := *loadTask(t, helloWorld)
 	long.Name = strings.Repeat("t", 110)
-	if _, err := planJob(JobSpec{Conditions: []Condition{c}, Tasks: []*Task{&long}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "too long for a relay channel") {
+	if _, err := planJob(JobSpec{Conditions: []Condition{c}, Tasks: []*task.Task{&long}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "too long for a relay channel") {
 		t.Errorf("a long name: %v", err)
 	}
 }
@@ -236,7 +237,7 @@ func TestPlanRefusesNamesThatCannotNameFolders(t *testing.T) {
 func TestJobCancel(t *testing.T) {
 	env := testEnv(t)
 	dir := filepath.Join(t.TempDir(), "job")
-	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "testdata/manifests/slow.yaml")}, Tasks: []*Task{task(t, helloWorld)}, Attempts: 6, Concurrency: 4}
+	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "testdata/manifests/slow.yaml")}, Tasks: []*task.Task{loadTask(t, helloWorld)}, Attempts: 6, Concurrency: 4}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var mu sync.Mutex

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/troupebench/troupe/task"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -145,9 +146,9 @@ func team(t testing.TB, file string) *manifest.Team {
 	return tm
 }
 
-func task(t testing.TB, dir string) *Task {
+func loadTask(t testing.TB, dir string) *task.Task {
 	t.Helper()
-	tk, err := LoadTask(dir)
+	tk, err := task.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

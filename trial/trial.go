@@ -22,6 +22,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/secret"
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -142,7 +143,7 @@ type Spec struct {
 	Dir          string
 	Team         *manifest.Team
 	ManifestPath string
-	Task         *Task
+	Task         *task.Task
 	Attempt      int
 }
 

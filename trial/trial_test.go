@@ -26,7 +26,7 @@ func runTrial(t *testing.T, env *Env, manifestPath, taskDir string) (*Result, st
 	dir := filepath.Join(t.TempDir(), "trial")
 	tm := team(t, manifestPath)
 	var events []Event
-	res, err := Run(t.Context(), env, Spec{Name: "t__" + tm.Manifest.Condition + "__1", Dir: dir, Team: tm, ManifestPath: manifestPath, Task: task(t, taskDir), Attempt: 1},
+	res, err := Run(t.Context(), env, Spec{Name: "t__" + tm.Manifest.Condition + "__1", Dir: dir, Team: tm, ManifestPath: manifestPath, Task: loadTask(t, taskDir), Attempt: 1},
 		func(e Event) { events = append(events, e) })
 	if err != nil {
 		t.Fatal(err)

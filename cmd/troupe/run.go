@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 
 	"github.com/spf13/cobra"
@@ -128,7 +129,7 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 		}
 		errs = append(errs, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err))
 	}
-	tasks, terr := trial.FindTasks(opts.tasks)
+	tasks, terr := task.Find(opts.tasks)
 	errs = append(errs, terr)
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package trial
+package task
 
 import (
 	"bytes"
@@ -115,9 +115,9 @@ func decodeTOML(data []byte, v any) (err error) {
 	return dec.Decode(v)
 }
 
-// LoadTask reads and checks a task folder. Every problem is reported, each
+// Load reads and checks a task folder. Every problem is reported, each
 // naming its file (and line, in task.toml), before any container starts.
-func LoadTask(dir string) (*Task, error) {
+func Load(dir string) (*Task, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", dir, err)
@@ -233,15 +233,15 @@ func LoadTask(dir string) (*Task, error) {
 	return t, nil
 }
 
-// FindTasks reads the tasks of each path: a task folder (with task.toml), or
+// Find reads the tasks of each path: a task folder (with task.toml), or
 // a folder of task folders (a dataset). Names must be unique: they name the
 // trial folders.
-func FindTasks(paths []string) ([]*Task, error) {
+func Find(paths []string) ([]*Task, error) {
 	var tasks []*Task
 	var errs []error
 	for _, p := range paths {
 		if isFile(filepath.Join(p, "task.toml")) {
-			t, err := LoadTask(p)
+			t, err := Load(p)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -258,7 +258,7 @@ func FindTasks(paths []string) ([]*Task, error) {
 		for _, e := range entries {
 			if e.IsDir() && isFile(filepath.Join(p, e.Name(), "task.toml")) {
 				found++
-				t, err := LoadTask(filepath.Join(p, e.Name()))
+				t, err := Load(filepath.Join(p, e.Name()))
 				if err != nil {
 					errs = append(errs, err)
 					continue

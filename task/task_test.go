@@ -1,4 +1,4 @@
-package trial
+package task
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ func writeTask(t *testing.T, toml string, parts ...string) string {
 var allParts = []string{"instruction.md", "environment/Dockerfile", "tests/test.sh"}
 
 func TestLoadTask(t *testing.T) {
-	tk, err := LoadTask(writeTask(t, `
+	tk, err := Load(writeTask(t, `
 version = "1.0"
 [metadata]
 author = "x"
@@ -59,9 +59,9 @@ network_mode = "public"
 	}
 	// The digest follows the content.
 	dir := writeTask(t, "", allParts...)
-	a, _ := LoadTask(dir)
+	a, _ := Load(dir)
 	os.WriteFile(filepath.Join(dir, "instruction.md"), []byte("Do another thing.\n"), 0o644)
-	b, _ := LoadTask(dir)
+	b, _ := Load(dir)
 	if a.Digest == b.Digest {
 		t.Error("the digest did not change with the instruction")
 	}
@@ -85,7 +85,7 @@ func TestLoadTaskProblems(t *testing.T) {
 		{"empty instruction", "", []string{"environment/Dockerfile", "tests/test.sh"}, []string{"instruction.md: open"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := LoadTask(writeTask(t, c.toml, c.parts...))
+			_, err := Load(writeTask(t, c.toml, c.parts...))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -96,7 +96,7 @@ func TestLoadTaskProblems(t *testing.T) {
 			}
 		})
 	}
-	if _, err := LoadTask(filepath.Join(t.TempDir(), "nothing")); err == nil || !strings.Contains(err.Error(), "a Harbor task folder holds task.toml") {
+	if _, err := Load(filepath.Join(t.TempDir(), "nothing")); err == nil || !strings.Contains(err.Error(), "a Harbor task folder holds task.toml") {
 		t.Errorf("no folder: %v", err)
 	}
 }
@@ -104,19 +104,19 @@ func TestLoadTaskProblems(t *testing.T) {
 func TestFindTasks(t *testing.T) {
 	one := writeTask(t, "", allParts...)
 	dataset := filepath.Dir(one)
-	tasks, err := FindTasks([]string{dataset})
+	tasks, err := Find([]string{dataset})
 	if err != nil || len(tasks) != 1 || tasks[0].Name != "my-task" {
 		t.Fatalf("%v %v", tasks, err)
 	}
-	if _, err := FindTasks([]string{one, dataset}); err == nil || !strings.Contains(err.Error(), "two tasks are named my-task") {
+	if _, err := Find([]string{one, dataset}); err == nil || !strings.Contains(err.Error(), "two tasks are named my-task") {
 		t.Errorf("duplicate names: %v", err)
 	}
-	if _, err := FindTasks([]string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "neither a task") {
+	if _, err := Find([]string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "neither a task") {
 		t.Errorf("empty folder: %v", err)
 	}
 }
 
-// FuzzLoadTask: any task.toml is a task or an error, never a panic.
+// FuzzLoad: any task.toml is a task or an error, never a panic.
 func FuzzLoadTask(f *testing.F) {
 	for _, s := range []string{"", "[agent]\ntimeout_sec = 3\n", "[environment]\ncpus = 1.5\nmemory_mb = 1\n", "x = [1, {a = 2}]\n[[steps]]\n", "[verifier]\nenv = {a = \"b\"}\n"} {
 		f.Add(s)
@@ -130,7 +130,7 @@ func FuzzLoadTask(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "task.toml"), []byte(toml), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tk, err := LoadTask(dir)
+		tk, err := Load(dir)
 		if errors.Is(err, errDecoderPanic) {
 			t.Fatal(err)
 		}

@@ -48,6 +48,9 @@ type Image struct {
 	Ref string
 	// WorkDir is the image's working folder (its WORKDIR); "" when unset.
 	WorkDir string
+	// User is the image's default user (its USER: a name or uid, with an
+	// optional group); "" means root.
+	User string
 }
 
 // Runtime is what a trial needs from a container backend.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/troupebench/troupe/task"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/task"
 
 	"github.com/troupebench/troupe/examples"
 	"github.com/troupebench/troupe/llm"
@@ -148,7 +149,7 @@ func team(t testing.TB, file string) *manifest.Team {
 
 func loadTask(t testing.TB, dir string) *task.Task {
 	t.Helper()
-	tk, err := task.Load(dir)
+	tk, err := task.Load(dir, task.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

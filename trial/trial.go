@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +94,8 @@ const (
 	ErrVerifier        ErrorKind = "VerifierError"
 	ErrVerifierTimeout ErrorKind = "VerifierTimeout"
 	ErrRewardFile      ErrorKind = "RewardFileError"
+	ErrUser            ErrorKind = "UserError"
+	ErrHealthcheck     ErrorKind = "HealthcheckError"
 )
 
 // Env is what the trials of a job share: the runtime, the job's relay and
@@ -172,7 +176,7 @@ type agentRun struct {
 	manifest.Agent
 	sk             secret.Secret
 	pk             string
-	uid            int
+	uid, gid       int
 	prompt         []byte
 	proc           runtime.Process
 	stdout, stderr *sink
@@ -218,6 +222,10 @@ type run struct {
 	secrets *secret.Scrubber
 	// servicesClosed: closeServices has run.
 	servicesClosed bool
+	// taskAgent is the task's [agent] user, when it names one: every agent
+	// runs as it. verifier is who runs tests/test.sh.
+	taskAgent *inside.User
+	verifier  inside.User
 }
 
 // Run runs one trial, step by step (docs/run.md), and writes its folder:
@@ -280,7 +288,11 @@ func agentUser(m *manifest.Manifest) manifest.AgentUser {
 	return m.AgentUser
 }
 
-func (r *run) isolated() bool { return agentUser(r.spec.Team.Manifest) == manifest.Isolated }
+// isolated reports whether each agent has a uid of its own: the manifest's
+// default, unless the task names the user its agents run as.
+func (r *run) isolated() bool {
+	return agentUser(r.spec.Team.Manifest) == manifest.Isolated && r.taskAgent == nil
+}
 
 // timeouts are the trial's phase limits.
 func (r *run) timeouts() map[string]float64 {
@@ -382,8 +394,14 @@ func (r *run) execute(ctx context.Context) Reason {
 	if err := r.openTunnel(ctx); err != nil {
 		return broken(ErrTunnel, err)
 	}
+	if err := r.resolveUsers(ctx); err != nil {
+		return broken(ErrUser, err)
+	}
 	if err := r.prepare(ctx); err != nil {
 		return broken(ErrContainer, err)
+	}
+	if err := r.healthcheck(ctx); err != nil {
+		return broken(ErrHealthcheck, err)
 	}
 	endPhase(&r.res.EnvironmentSetup)
 
@@ -417,7 +435,7 @@ func (r *run) provision() error {
 		ar.pk, _ = nostr.GetPublicKey(sk)
 		minted = append(minted, keyForms(sk)...)
 		if r.isolated() {
-			ar.uid = agentUIDBase + i + 1
+			ar.uid, ar.gid = agentUIDBase+i+1, agentGID
 		}
 		r.agents = append(r.agents, ar)
 		members = append(members, personas.Member{ID: a.ID, Role: a.Role, Kind: string(a.Kind), Pubkey: ar.pk})
@@ -485,6 +503,11 @@ func (r *run) provision() error {
 		token := r.gw.Token(ar.ID)
 		minted = append(minted, token, secret.New(strings.ToUpper(token.Reveal())))
 	}
+	// Values the task took from the host are as secret as what troupe
+	// minted.
+	for _, v := range r.spec.Task.FromHost {
+		minted = append(minted, v)
+	}
 	// Every secret is minted: from now on no file of the trial and no
 	// message of the channel may hold one.
 	r.armSinks(minted)
@@ -516,10 +539,11 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 		return ErrImageBuild, err
 	}
 	r.img = img
-	r.workdir = cmp.Or(img.WorkDir, defaultWorkdir)
+	r.workdir = cmp.Or(task.Workdir, img.WorkDir, defaultWorkdir)
 	spec := runtime.ContainerSpec{
 		Image: img.Ref, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
 		Labels:  map[string]string{runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id},
+		Env:     envList(task.Env),
 		Network: runtime.NetworkNone, CPUs: task.CPUs, MemoryMB: task.MemoryMB, Pids: defaultPids,
 	}
 	if task.Internet {
@@ -672,10 +696,7 @@ func (r *run) launch(ctx context.Context) error {
 			"TROUPE_AGENT_ID=" + ar.ID,
 			"HOME=" + path.Join(homesDir, ar.ID),
 		}
-		user := "0:0"
-		if r.isolated() {
-			user = fmt.Sprintf("%d:%d", ar.uid, agentGID)
-		}
+		user := fmt.Sprintf("%d:%d", ar.uid, ar.gid)
 		// Not ctx: a cancelled job must not cut an exec half-started (the
 		// sweep would then find runc's init, and the exec never end). The
 		// agents are stopped by the sweep, like on any other ending.
@@ -1012,6 +1033,15 @@ func lastWords(file string, n int) string {
 		return clip.Tail(s, n)
 	}
 	return "(nothing)"
+}
+
+// envList is an env table as an exec or a container takes it, in order.
+func envList(m map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return out
 }
 
 func randomHex(n int) string {

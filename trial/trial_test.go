@@ -323,3 +323,56 @@ func TestEndingWithACallInFlightIsQuick(t *testing.T) {
 		t.Errorf("cleanup errors: %v", res.CleanupErrors)
 	}
 }
+
+// TestHarborKeysAreHonoured runs a task that uses Harbor's keys that change
+// a trial: its agents run as [agent] user (identities then shared, and the
+// result says so), its verifier as [verifier] user, both in [environment]
+// workdir with [environment] env (a value taken from the host, and scrubbed
+// from the trial's files like a minted secret); its healthcheck passes
+// before the agents start, and its artifacts are collected.
+func TestHarborKeysAreHonoured(t *testing.T) {
+	hostValue := "host-value-" + randomHex(8)
+	t.Setenv("TROUPE_TEST_HOSTVAL", hostValue)
+	env := testEnv(t)
+	res, dir := runTrial(t, env, "testdata/manifests/harbor-keys.yaml", "testdata/tasks/harbor-keys")
+	if res.Outcome != outcome.Passed {
+		out, _ := os.ReadFile(filepath.Join(dir, "verifier", "test-stdout.txt"))
+		t.Fatalf("%s / %s %+v:\n%s", res.Outcome, res.CompletionReason, res.ExceptionInfo, out)
+	}
+	if res.AgentUser != "task:agent" || res.IdentitiesIsolated || res.Agents[0].UID != 2000 {
+		t.Errorf("agent_user %s, isolated %v, uid %d", res.AgentUser, res.IdentitiesIsolated, res.Agents[0].UID)
+	}
+	for f, want := range map[string]string{"artifacts/report.txt": "report\n", "artifacts/outdir/a.txt": "a\n"} {
+		if got, err := os.ReadFile(filepath.Join(dir, f)); err != nil || string(got) != want {
+			t.Errorf("%s: %q %v", f, got, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "artifacts/outdir/b.tmp")); err == nil {
+		t.Error("an excluded artifact was collected")
+	}
+	var manifest []struct{ Source, Destination, Status string }
+	if data, err := os.ReadFile(filepath.Join(dir, "artifacts", "manifest.json")); err != nil || json.Unmarshal(data, &manifest) != nil || len(manifest) != 2 || manifest[1].Destination != "artifacts/outdir" || manifest[1].Status != "ok" {
+		t.Errorf("artifacts/manifest.json: %+v %v", manifest, err)
+	}
+	if log, _ := os.ReadFile(filepath.Join(dir, "trial.log")); !strings.Contains(string(log), "healthcheck passed") {
+		t.Error("trial.log does not say the healthcheck passed")
+	}
+	grepFolder(t, dir, []string{hostValue})
+	if stderr, _ := os.ReadFile(filepath.Join(dir, "agents", "solo-1", "stderr.log")); !strings.Contains(string(stderr), "the host's value is [redacted by troupe]") {
+		t.Error("the host's value did not reach the agent's log, redacted: the test proves nothing")
+	}
+}
+
+// TestUnhealthyTaskStartsNoAgent: a healthcheck that keeps failing ends the
+// trial as unscored_infra before any agent starts.
+func TestUnhealthyTaskStartsNoAgent(t *testing.T) {
+	env := testEnv(t)
+	res, _ := runTrial(t, env, "../examples/manifests/solo.yaml", "testdata/tasks/unhealthy")
+	if res.Outcome != outcome.UnscoredInfra || res.ExceptionInfo == nil || res.ExceptionInfo.ExceptionType != ErrHealthcheck ||
+		!strings.Contains(res.ExceptionInfo.ExceptionMessage, "failed 2 times in a row") || !strings.Contains(res.ExceptionInfo.ExceptionMessage, "not ready") {
+		t.Fatalf("%s: %+v", res.Outcome, res.ExceptionInfo)
+	}
+	if res.AgentExecution.StartedAt != nil || res.AgentResult.NCalls != 0 {
+		t.Errorf("an agent started: %+v", res.AgentResult)
+	}
+}

@@ -2,6 +2,7 @@ package trial
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 
 	"github.com/troupebench/troupe/runtime"
@@ -57,14 +59,11 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
 	defer stderr.Close()
-	var env []string
-	for k, v := range r.spec.Task.VerifierEnv {
-		env = append(env, k+"="+v)
-	}
+	env := envList(r.spec.Task.VerifierEnv)
 	// sh runs a test.sh without a shebang as a shell script; with one, exec
 	// honours it.
 	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
-		Cmd: []string{"/bin/sh", "-c", "exec " + testsDir + "/test.sh"}, Env: env, User: verifierUser, WorkDir: r.workdir, Stdout: stdout, Stderr: stderr,
+		Cmd: []string{"/bin/sh", "-c", "exec " + testsDir + "/test.sh"}, Env: env, User: r.verifier.Spec(), WorkDir: r.workdir, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil {
 		return broken(ErrVerifier, fmt.Errorf("start tests/test.sh: %w", err), outcome.VerifierError)
@@ -100,12 +99,6 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 	return outcome.Failed
 }
 
-// verifierUser runs tests/test.sh, and owns /logs/verifier.
-const (
-	verifierUser = "0:0"
-	verifierUID  = 0
-)
-
 // stageVerifier empties /tests and /logs/verifier, whatever the agents left
 // there (a reward written in advance, a link to a folder of theirs), gives
 // /logs/verifier to the verifier, and unpacks the task's tests/. What was
@@ -117,7 +110,7 @@ func (r *run) stageVerifier(ctx context.Context, tests []runtime.File) error {
 		GID  int         `json:"gid"`
 		Mode fs.FileMode `json:"mode"`
 	}
-	arg, _ := json.Marshal([]dir{{testsDir, 0, 0, 0o755}, {verifierLogs, verifierUID, verifierUID, 0o755}})
+	arg, _ := json.Marshal([]dir{{testsDir, 0, 0, 0o755}, {verifierLogs, r.verifier.UID, r.verifier.GID, 0o755}})
 	var tar bytes.Buffer
 	if err := runtime.WriteTar(&tar, tests); err != nil {
 		return fmt.Errorf("stage the verifier: %w", err)
@@ -141,9 +134,10 @@ func (r *run) stageVerifier(ctx context.Context, tests []runtime.File) error {
 	return nil
 }
 
-// copyLogs copies what the verifier wrote (/logs/verifier) and what the
-// agents left as artifacts (/logs/artifacts) into the trial folder, within
-// the bounds, and scrubs the trial's secrets from both.
+// copyLogs copies what the verifier wrote (/logs/verifier), what the agents
+// left as artifacts (/logs/artifacts) and the task's own artifacts into the
+// trial folder, within the bounds, and scrubs the trial's secrets from
+// them all.
 func (r *run) copyLogs(ctx context.Context) error {
 	root, err := os.OpenRoot(r.spec.Dir)
 	if err != nil {
@@ -151,24 +145,99 @@ func (r *run) copyLogs(ctx context.Context) error {
 	}
 	defer root.Close()
 	budget := r.env.bounds().Logs
-	for _, d := range []string{"verifier", "artifacts"} {
-		dir := filepath.Join(r.spec.Dir, d)
-		before := dirSize(dir) // verifier/ holds troupe's capture of its output
-		skipped, err := r.env.Runtime.CopyOut(ctx, r.container, path.Join("/logs", d), root, d, budget)
+	// copyOut copies src to dst within what is left of the budget and says
+	// whether anything was skipped.
+	copyOut := func(src, dst string) (bool, error) {
+		full := filepath.Join(r.spec.Dir, filepath.FromSlash(dst))
+		before := dirSize(full) // verifier/ holds troupe's capture of its output
+		skipped, err := r.env.Runtime.CopyOut(ctx, r.container, src, root, dst, budget)
 		if err != nil {
-			return fmt.Errorf("copy /logs/%s out: %w", d, err)
+			return false, fmt.Errorf("copy %s out: %w", src, err)
 		}
 		for _, s := range skipped {
-			r.log.Warn("not copied out of /logs", "entry", s)
+			r.log.Warn("not copied out", "from", src, "entry", s)
 		}
-		if budget -= dirSize(dir) - before; budget <= 0 {
+		if budget -= dirSize(full) - before; budget <= 0 {
 			budget = 1 // the next copy takes nothing more
 		}
-		if err := scrubTree(dir, r.secrets); err != nil {
+		return len(skipped) > 0, nil
+	}
+	for _, d := range []string{"verifier", "artifacts"} {
+		if _, err := copyOut(path.Join("/logs", d), d); err != nil {
+			return err
+		}
+	}
+	if arts := r.spec.Task.Artifacts; len(arts) > 0 {
+		r.collectArtifacts(root, arts, copyOut)
+	}
+	for _, d := range []string{"verifier", "artifacts"} {
+		if err := scrubTree(filepath.Join(r.spec.Dir, d), r.secrets); err != nil {
 			r.cleanupError("scrub "+d, err)
 		}
 	}
 	return nil
+}
+
+// artifactRecord is an entry of artifacts/manifest.json, as Harbor writes
+// it.
+type artifactRecord struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	Status      string `json:"status"` // ok, partial, failed
+	Error       string `json:"error,omitempty"`
+}
+
+// collectArtifacts copies the task's artifacts (task.toml's artifacts) into
+// artifacts/<destination>, drops what their exclude patterns name, and
+// writes artifacts/manifest.json. Like Harbor, a path that cannot be
+// collected is recorded, never the trial's failure.
+func (r *run) collectArtifacts(root *os.Root, arts []task.Artifact, copyOut func(src, dst string) (bool, error)) {
+	var records []artifactRecord
+	for _, a := range arts {
+		dst := path.Join("artifacts", cmp.Or(a.Destination, path.Base(a.Source)))
+		rec := artifactRecord{Source: a.Source, Destination: dst, Status: "ok"}
+		partial, err := copyOut(a.Source, dst)
+		switch {
+		case err != nil:
+			rec.Status, rec.Error = "failed", err.Error()
+		case partial:
+			rec.Status = "partial"
+		}
+		if err == nil && len(a.Exclude) > 0 {
+			excludeFrom(filepath.Join(r.spec.Dir, filepath.FromSlash(dst)), a.Exclude)
+		}
+		records = append(records, rec)
+	}
+	data, _ := json.MarshalIndent(records, "", "  ")
+	if err := root.WriteFile("artifacts/manifest.json", append(data, '\n'), 0o644); err != nil {
+		r.cleanupError("write artifacts/manifest.json", err)
+	}
+}
+
+// excludeFrom removes what the patterns name under dir: a pattern matches a
+// file's or folder's name, or its path below dir, as tar --exclude does.
+func excludeFrom(dir string, patterns []string) {
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		for _, pat := range patterns {
+			if m, _ := path.Match(pat, e.Name()); m || matchPath(pat, filepath.ToSlash(rel)) {
+				os.RemoveAll(p)
+				if e.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+func matchPath(pattern, rel string) bool {
+	m, _ := path.Match(pattern, rel)
+	return m
 }
 
 // dirSize is the bytes of the regular files under dir.

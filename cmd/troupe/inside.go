@@ -68,8 +68,9 @@ named NAME (relay, llm). Standard output carries the tunnel: nothing else may pr
 The host also calls it through the same stream, saving an exec each: "prepare"
 unpacks a tar of the agents' files at / and shares the working folder between the
 agents' uids; "sweep" does what troupe sweep does and answers its JSON report;
-"reset" empties folders for the verifier and unpacks its tests (troupe call runs the
-same calls in an exec, when the tunnel is gone).`,
+"reset" empties folders for the verifier and unpacks its tests; "user" looks a user up
+in the container's /etc/passwd (troupe call runs the same calls in an exec, when the
+tunnel is gone).`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -149,6 +150,16 @@ var tunnelCalls = map[string]tunnel.Handler{
 			return err
 		}
 		return json.NewEncoder(out).Encode(rep)
+	},
+	// user: arg a user as an image or task names it ("agent", "1000",
+	// "app:staff"); out: JSON {"name", "uid", "gid"} from the container's
+	// own /etc/passwd and /etc/group.
+	"user": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+		u, err := inside.LookupUser(arg)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(out).Encode(u)
 	},
 	// reset: arg a JSON list of {"dir", "uid", "gid", "mode"}; in: a tar to
 	// unpack at / afterwards. Each folder is emptied and given to its owner,

@@ -418,3 +418,41 @@ func TestCompareAndViewCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestTasksLoad reports each task of a dataset: loaded, loaded with
+// warnings, refused with its reasons; exit 1 when any is refused.
+func TestTasksLoad(t *testing.T) {
+	dir := isolate(t)
+	parts := map[string]string{"instruction.md": "Do it.\n", "environment/Dockerfile": "FROM busybox\n", "tests/test.sh": "#!/bin/sh\n"}
+	for name, toml := range map[string]string{
+		"good":    "[agent]\ntimeout_sec = 60\n",
+		"warned":  "[agent]\ntimeout_secs = 60\n",
+		"refused": "[environment]\ngpus = 2\n",
+	} {
+		write(t, filepath.Join(dir, "set", name, "task.toml"), toml)
+		for p, content := range parts {
+			write(t, filepath.Join(dir, "set", name, p), content)
+		}
+	}
+	code, out, _ := troupe(t, "tasks", "load", filepath.Join(dir, "set"))
+	for _, want := range []string{
+		"loaded   " + filepath.Join(dir, "set", "good"),
+		"warned   " + filepath.Join(dir, "set", "warned"),
+		`did you mean "timeout_sec"?`,
+		"refused  " + filepath.Join(dir, "set", "refused"),
+		"gpus: 2: troupe does not give trials GPUs",
+		"3 tasks: 1 loaded, 1 loaded with warnings, 1 refused",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code != exitFailed {
+		t.Errorf("exit %d with a refused task", code)
+	}
+	code, out, _ = troupe(t, "tasks", "load", "--json", "--strict", filepath.Join(dir, "set", "warned"))
+	var r taskReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Status != "refused" || code != exitFailed || !strings.Contains(strings.Join(r.Problems, "\n"), "(refused: --strict)") {
+		t.Errorf("--json --strict: exit %d, %+v, %v\n%s", code, r, err, out)
+	}
+}

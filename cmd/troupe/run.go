@@ -44,6 +44,7 @@ type runOptions struct {
 	retries      int
 	multiplier   float64
 	readyTimeout time.Duration
+	strict       bool
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -106,8 +107,30 @@ run, 2 for a usage error.`,
 	f.IntVar(&opts.retries, "retries", 2, "reruns of a trial that ended unscored_infra")
 	f.Float64Var(&opts.multiplier, "timeout-multiplier", 1, "scale every phase's timeout (build, readiness, agent, verifier, teardown)")
 	f.DurationVar(&opts.readyTimeout, "ready-timeout", trial.DefaultLimits.Ready, "how long the agents have to authenticate and subscribe")
+	f.BoolVar(&opts.strict, "strict", false, "refuse tasks whose task.toml has keys Harbor does not define (by default: a warning, and they are ignored)")
 	artifactRootFlag(cmd)
 	return cmd
+}
+
+// refuseKeysInTaskEnv refuses a task whose [environment] env takes a value
+// from a host variable that holds an endpoint's real API key: the value
+// would be in the trial container, where no real key may go.
+func refuseKeysInTaskEnv(tasks []*task.Task, cfg *config) error {
+	keyVars := map[string]string{}
+	for name, ep := range cfg.endpoints {
+		if ep.APIKeyEnv != "" {
+			keyVars[ep.APIKeyEnv] = name
+		}
+	}
+	var errs []error
+	for _, t := range tasks {
+		for _, v := range slices.Sorted(maps.Keys(t.FromHost)) {
+			if ep, ok := keyVars[v]; ok {
+				errs = append(errs, fmt.Errorf("task %s: task.toml takes ${%s}, the API key of endpoint %s, into the trial container: real keys never enter trial containers (agents reach models through troupe's gateway)", t.Dir, v, ep))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, cfg *config, argv []string) (err error) {
@@ -129,8 +152,13 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 		}
 		errs = append(errs, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err))
 	}
-	tasks, terr := task.Find(opts.tasks)
-	errs = append(errs, terr)
+	tasks, terr := task.Find(opts.tasks, task.Options{Strict: opts.strict})
+	errs = append(errs, terr, refuseKeysInTaskEnv(tasks, cfg))
+	for _, t := range tasks {
+		for _, w := range t.Warnings {
+			fmt.Fprintf(a.stderr, "warning: %s\n", w)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

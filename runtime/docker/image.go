@@ -63,7 +63,7 @@ func (d *Docker) Image(ctx context.Context, spec runtime.ImageSpec) (runtime.Ima
 	}
 	img := runtime.Image{Ref: ref}
 	if info.Config != nil {
-		img.WorkDir = info.Config.WorkingDir
+		img.WorkDir, img.User = info.Config.WorkingDir, info.Config.User
 	}
 	return img, nil
 }

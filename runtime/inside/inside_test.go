@@ -284,3 +284,25 @@ func TestReportBound(t *testing.T) {
 		t.Errorf("signalled %d, unlisted %d, survivors %d", len(rep.Signalled), rep.Unlisted, len(rep.Survivors))
 	}
 }
+
+func TestLookupUser(t *testing.T) {
+	for spec, want := range map[string]User{
+		"":          {Name: "root"},
+		"root":      {Name: "root"},
+		"0":         {Name: "root"},
+		"0:0":       {Name: "root"},
+		"4242":      {UID: 4242},
+		"4242:4343": {UID: 4242, GID: 4343},
+		"root:4343": {Name: "root", GID: 4343},
+	} {
+		got, err := LookupUser(spec)
+		if err != nil || got != want {
+			t.Errorf("%q: %+v %v; want %+v", spec, got, err, want)
+		}
+	}
+	for _, bad := range []string{"no-such-user-troupe", "root:no-such-group-troupe"} {
+		if _, err := LookupUser(bad); err == nil || !strings.Contains(err.Error(), "does not exist") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

@@ -20,9 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupebench/troupe/internal/secret"
-
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/relay"

@@ -10,9 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
-
 	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 

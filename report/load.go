@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/llm"
-
 	"github.com/troupebench/troupe/trial/outcome"
 )
 

@@ -13,9 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
-
 	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/llm"
 )
 
 // The trial page of troupe view: one trial's facts, its channel as a

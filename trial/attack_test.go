@@ -12,10 +12,9 @@ import (
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
-	"github.com/troupebench/troupe/internal/clip"
-
 	"github.com/nbd-wtf/go-nostr/nip19"
 	"github.com/troupebench/troupe/internal/capfile"
+	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/trial/outcome"
 )

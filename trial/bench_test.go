@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupebench/troupe/task"
-	"github.com/troupebench/troupe/trial/outcome"
-
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/trial/outcome"
 	"golang.org/x/sync/errgroup"
 )
 

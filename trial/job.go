@@ -19,11 +19,10 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/troupebench/troupe/task"
-	"github.com/troupebench/troupe/trial/outcome"
-
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/trial/outcome"
 	"golang.org/x/sync/errgroup"
 )
 

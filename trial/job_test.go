@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
-
-	"github.com/troupebench/troupe/runtime"
 )
 
 func cond(t *testing.T, path string) Condition {

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupebench/troupe/task"
-
 	"github.com/troupebench/troupe/examples"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
@@ -23,6 +21,7 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
 	"github.com/troupebench/troupe/runtime/runtimetest"
+	"github.com/troupebench/troupe/task"
 )
 
 // The trial tests run real trials: the Docker Engine, the busybox image

@@ -7,10 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/troupebench/troupe/trial/outcome"
-
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/runtime/inside"
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 // Reason is why the agents' work ended (step 7 of a trial).

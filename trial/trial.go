@@ -22,12 +22,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/secret"
-	"github.com/troupebench/troupe/task"
-	"github.com/troupebench/troupe/trial/outcome"
-
-	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/personas"
@@ -35,6 +32,8 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/runtime/tunnel"
+	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 // Paths and ids inside a trial container.

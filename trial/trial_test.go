@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupebench/troupe/trial/outcome"
-
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 const helloWorld = "../examples/tasks/hello-world"

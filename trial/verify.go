@@ -16,10 +16,9 @@ import (
 	"strings"
 
 	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
-
-	"github.com/troupebench/troupe/runtime"
 )
 
 // verify runs the task's tests/test.sh in the trial's container (step 9)

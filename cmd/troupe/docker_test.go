@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupebench/troupe/trial/outcome"
-
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
 	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 // These run against the real Docker Engine, like troupe would.

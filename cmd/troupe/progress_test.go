@@ -5,9 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troupebench/troupe/trial/outcome"
-
 	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 // A retried trial counts once: its first run's unscored_infra is replaced

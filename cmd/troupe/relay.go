@@ -10,11 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupebench/troupe/internal/secret"
-
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip19"
 	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/relay"
 )
 

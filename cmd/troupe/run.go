@@ -20,9 +20,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/troupebench/troupe/task"
-	"github.com/troupebench/troupe/trial/outcome"
-
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/examples"
 	"github.com/troupebench/troupe/llm"
@@ -31,7 +28,9 @@ import (
 	"github.com/troupebench/troupe/relay"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 type runOptions struct {

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/internal/clip"
-
 	"golang.org/x/sys/unix"
 )
 

@@ -456,3 +456,26 @@ func TestTasksLoad(t *testing.T) {
 		t.Errorf("--json --strict: exit %d, %+v, %v\n%s", code, r, err, out)
 	}
 }
+
+// TestRunRefusesARealKeyInTaskEnv: a task whose env takes a host variable
+// that holds an endpoint's real API key would put the key in the trial
+// container: troupe run refuses it before anything starts.
+func TestRunRefusesARealKeyInTaskEnv(t *testing.T) {
+	dir := isolate(t)
+	t.Setenv("TROUPE_TEST_PROVIDER_KEY", "sk-real-key-never-in-a-container")
+	config := filepath.Join(dir, "troupe.yaml")
+	write(t, config, "endpoints:\n  prov:\n    api: openai\n    base_url: http://127.0.0.1:9/v1\n    api_key_env: TROUPE_TEST_PROVIDER_KEY\n    model: m\n")
+	taskDir := filepath.Join(dir, "leaky")
+	write(t, filepath.Join(taskDir, "task.toml"), "[environment.env]\nKEY = \"${TROUPE_TEST_PROVIDER_KEY}\"\n")
+	write(t, filepath.Join(taskDir, "instruction.md"), "Do it.\n")
+	write(t, filepath.Join(taskDir, "environment", "Dockerfile"), "FROM busybox\n")
+	write(t, filepath.Join(taskDir, "tests", "test.sh"), "#!/bin/sh\n")
+	root, _ := filepath.Abs("../..")
+	code, _, errOut := troupe(t, "run", "--config", config, filepath.Join(root, "examples/manifests/solo.yaml"), "--tasks", taskDir)
+	if code != exitFailed || !strings.Contains(errOut, "takes ${TROUPE_TEST_PROVIDER_KEY}, the API key of endpoint prov") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(errOut, "sk-real-key") {
+		t.Error("the refusal quotes the key")
+	}
+}

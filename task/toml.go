@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
-	"github.com/troupebench/troupe/internal/yaml11"
+	"github.com/troupebench/troupe/internal/suggest"
 )
 
 // taskFile is task.toml as Harbor defines it (schema 1.3, the keys of 1.0
@@ -129,7 +129,7 @@ func parseFile(path string, data []byte) (*taskFile, []string, error) {
 		table, name := strings.Join(key[:len(key)-1], "."), key[len(key)-1]
 		msg := fmt.Sprintf("%s:%d:%d: unknown key %q, ignored (Harbor ignores it too)", path, row, col, strings.Join(key, "."))
 		if known, ok := knownKeys[table]; ok {
-			if guess := yaml11.Suggest(name, known); guess != "" {
+			if guess := suggest.Closest(name, known); guess != "" {
 				msg += fmt.Sprintf("; did you mean %q?", guess)
 			}
 		}
@@ -378,7 +378,7 @@ func knownIn(at locator, table string, m map[string]any, known ...string) []stri
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(known, k) {
 			msg := fmt.Sprintf("%s: unknown key, ignored (Harbor ignores it too)", at.at(table, k))
-			if guess := yaml11.Suggest(k, known); guess != "" {
+			if guess := suggest.Closest(k, known); guess != "" {
 				msg += fmt.Sprintf("; did you mean %q?", guess)
 			}
 			out = append(out, msg)

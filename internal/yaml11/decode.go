@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/troupebench/troupe/internal/suggest"
 )
 
 // Decoder turns Nodes into typed values and collects every problem it finds,
@@ -100,41 +102,14 @@ func unknownKey(name string, fields []Field, refused map[string]string) (msg, gu
 	if reason, ok := refused[name]; ok {
 		return fmt.Sprintf("key %q is not allowed: %s", name, reason), ""
 	}
-	best, bestDist := "", len(name)/3+2
-	for _, f := range fields {
-		if dist := editDistance(name, f.Name); dist < bestDist {
-			best, bestDist = f.Name, dist
-		}
-	}
-	if best != "" {
-		return fmt.Sprintf("unknown key %q; did you mean %q?", name, best), best
-	}
 	names := make([]string, len(fields))
 	for i, f := range fields {
 		names[i] = f.Name
 	}
+	if best := suggest.Closest(name, names); best != "" {
+		return fmt.Sprintf("unknown key %q; did you mean %q?", name, best), best
+	}
 	return fmt.Sprintf("unknown key %q; the keys allowed here are %s", name, strings.Join(names, ", ")), ""
-}
-
-// editDistance is the Levenshtein distance, used to suggest a misspelt key.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // IsNull reports whether n is YAML null (absent value, ~ or null).

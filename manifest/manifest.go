@@ -1,6 +1,9 @@
 package manifest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	"github.com/troupebench/troupe/internal/yaml11"
 )
 
@@ -197,4 +200,20 @@ func (m *Manifest) Refs() []NamedRef {
 type NamedRef struct {
 	Key string // e.g. roster[0].prompt
 	Ref ArtifactRef
+}
+
+// OracleCondition names the condition of Harbor's oracle agent: each
+// task's own solution/solve.sh in place of a team (troupe run --oracle).
+const OracleCondition = "oracle"
+
+// Oracle is the oracle's manifest: no roster, a day's timeout (the task's
+// own agent timeout caps it), and a hash of its own, so that resumed jobs
+// and reports treat it as one more condition.
+func Oracle() *Manifest {
+	m := &Manifest{SchemaVersion: "1", Condition: OracleCondition, Prices: map[string]Price{},
+		TrialBudget: TrialBudget{TimeoutSeconds: 24 * 60 * 60}, Metadata: map[string]any{"oracle": true}, AgentUser: Isolated}
+	m.canonical = canonicalJSON(m)
+	sum := sha256.Sum256(m.canonical)
+	m.hash = hex.EncodeToString(sum[:])
+	return m
 }

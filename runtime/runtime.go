@@ -64,6 +64,10 @@ type Runtime interface {
 	// owner and mode given, before or after it starts.
 	CopyIn(ctx context.Context, id string, files []File) error
 	Start(ctx context.Context, id string) error
+	// SetOnline attaches a container created with NetworkBridge to its
+	// own network (online) or detaches it, leaving it loopback only, before
+	// or after it starts: a trial's phases may each have their own network.
+	SetOnline(ctx context.Context, id string, online bool) error
 	// Exec runs a process in a started container, streaming its output to
 	// the writers as it arrives.
 	Exec(ctx context.Context, id string, spec ExecSpec) (Process, error)
@@ -90,6 +94,8 @@ type ImageSpec struct {
 	// BuildDir is a folder with a Dockerfile (a task's environment/); it is
 	// built when Image is empty or cannot be found or pulled.
 	BuildDir string
+	// Dockerfile is the Dockerfile's name in BuildDir; "" is Dockerfile.
+	Dockerfile string
 }
 
 // ContainerSpec describes a container.
@@ -102,7 +108,8 @@ type ContainerSpec struct {
 	User       string
 	// Labels are added to troupe's own (owner, version).
 	Labels map[string]string
-	// Network is NetworkNone (the default) or NetworkBridge.
+	// Network is NetworkNone (the default) or NetworkBridge; a bridge
+	// container can be taken offline and back (Runtime.SetOnline).
 	Network string
 	// Binary, when set, is provided read-only at BinaryPath: troupe's own
 	// binary, for init, tunnel, sweep and the agents. A backend may share
@@ -112,6 +119,13 @@ type ContainerSpec struct {
 	CPUs     float64
 	MemoryMB int64
 	Pids     int64
+	// Services are started first, in order, on a network of their own
+	// that the container joins as "main" (internal: with no way out;
+	// with NetworkBridge the services, and the container while online,
+	// also reach the internet). DependsOn are the services the container
+	// waits for. Removing the container removes them and their network.
+	Services  []ServiceSpec
+	DependsOn []Dependency
 }
 
 // File is one file or folder to copy into a container.
@@ -208,3 +222,42 @@ func quoteCmd(cmd []string) string {
 	}
 	return out
 }
+
+// ServiceSpec is a sidecar: a container started, before the trial
+// container, on a network it shares with it, reachable by its name (a
+// task's compose service).
+type ServiceSpec struct {
+	Name       string
+	Image      string
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	WorkDir    string
+	User       string
+	// Healthcheck, when set, is what DependHealthy waits for.
+	Healthcheck *Healthcheck
+	// DependsOn are the services it starts after, each when its condition
+	// holds.
+	DependsOn []Dependency
+}
+
+// Healthcheck is a service's health test, run by the engine: Test is
+// compose's form (["CMD", ...], ["CMD-SHELL", "..."] or ["NONE"]).
+type Healthcheck struct {
+	Test                           []string
+	Interval, Timeout, StartPeriod time.Duration
+	Retries                        int
+}
+
+// Dependency is a depends_on entry: a service, and what of it to wait for.
+type Dependency struct {
+	Service   string
+	Condition string
+}
+
+// Dependency conditions, as compose names them.
+const (
+	DependStarted   = "service_started"
+	DependHealthy   = "service_healthy"
+	DependCompleted = "service_completed_successfully"
+)

@@ -49,6 +49,17 @@ type Task struct {
 	EnvDir string
 	// TestsDir is tests/, copied to /tests for the verifier.
 	TestsDir string
+	// Compose is environment/docker-compose.yaml when there is one: its main
+	// service is the trial container, its other services sidecars.
+	Compose *Compose
+	// SolutionDir is solution/ when it holds solve.sh, for the oracle;
+	// "" otherwise.
+	SolutionDir string
+	// solutionEnv is [solution] env, resolved only when the oracle runs
+	// (SolutionEnv), as in Harbor: a host variable it names is not needed
+	// otherwise.
+	solutionEnv map[string]any
+	solutionAt  field
 
 	AgentTimeout, VerifierTimeout, BuildTimeout time.Duration
 	// VerifierEnv is [verifier].env, given to the verifier only.
@@ -65,9 +76,10 @@ type Task struct {
 	CPUs      float64
 	MemoryMB  int64
 	StorageMB int64
-	// Internet is true when the task asks for a network (network_mode =
-	// "public" or allow_internet = true); trials have none by default.
-	Internet bool
+	// AgentNetwork is what the agents (and the healthcheck) may reach;
+	// VerifierNetwork what tests/test.sh may reach. Harbor's default is
+	// the internet; [agent] and [verifier] override [environment].
+	AgentNetwork, VerifierNetwork Network
 
 	// AgentUser and VerifierUser are [agent] user and [verifier] user: a
 	// name or a uid of the image, "" for its default.
@@ -91,6 +103,23 @@ type Task struct {
 	// Warnings are located notes about keys Harbor does not define: the
 	// task runs without them (a strict load refuses them).
 	Warnings []string
+}
+
+// NetworkMode is Harbor's network_mode.
+type NetworkMode string
+
+// Harbor's network modes.
+const (
+	Public    NetworkMode = "public"
+	NoNetwork NetworkMode = "no-network"
+	Allowlist NetworkMode = "allowlist"
+)
+
+// Network is one phase's network: its mode and, for an allowlist, the
+// hosts it may reach (lower case; "*.example.com" matches its subdomains).
+type Network struct {
+	Mode         NetworkMode `json:"mode"`
+	AllowedHosts []string    `json:"allowed_hosts,omitempty"`
 }
 
 // Healthcheck is [environment.healthcheck], run as Harbor does: the command
@@ -175,12 +204,24 @@ func Load(dir string, opts Options) (*Task, error) {
 		t.EnvDir = envDir
 	case tf == nil:
 		// Whether task.toml names an image is not known.
-	case t.Image == "":
-		if isFile(filepath.Join(envDir, "docker-compose.yaml")) {
-			problem("%s: docker-compose environments are not supported yet; give environment/Dockerfile or [environment] docker_image", envDir)
-		} else {
-			problem("%s: no environment/Dockerfile and no [environment] docker_image: the task has no container to run in", abs)
+	case t.Image == "" && !hasCompose(envDir):
+		problem("%s: no environment/Dockerfile, docker-compose.yaml or [environment] docker_image: the task has no container to run in", abs)
+	}
+	if tf != nil && hasCompose(envDir) {
+		// Harbor prefers the compose file when there is one.
+		c, warnings, err := t.loadCompose(abs, envDir, opts.Getenv)
+		t.Warnings = append(t.Warnings, warnings...)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case c.Main.Name == "":
+			problem("%s: no service %q: it is the trial container (give it an image or a build, or give the task environment/Dockerfile)", c.File, MainService)
+		default:
+			t.Compose = c
 		}
+	}
+	if isFile(filepath.Join(abs, "solution", "solve.sh")) {
+		t.SolutionDir = filepath.Join(abs, "solution")
 	}
 	t.TestsDir = filepath.Join(abs, "tests")
 	if !multiStep && !isFile(filepath.Join(t.TestsDir, "test.sh")) {
@@ -303,7 +344,7 @@ func (t *Task) apply(tf *taskFile, at locator, p *problems, opts Options) (warni
 	if env.GPUTypes != nil {
 		t.GPUTypes, _ = p.asStrings(at.at("environment", "gpu_types"), env.GPUTypes)
 	}
-	t.Internet = t.network(at, p, tf)
+	t.AgentNetwork, t.VerifierNetwork = network(at, p, tf)
 	for _, m := range env.MCPServers {
 		f := at.at("environment", "mcp_servers")
 		warnings = append(warnings, knownIn(at, "environment.mcp_servers", m, "name", "transport", "url", "command", "args")...)
@@ -351,8 +392,14 @@ func (t *Task) apply(tf *taskFile, at locator, p *problems, opts Options) (warni
 	}
 	// [solution] env is the oracle's, resolved when it runs, as in Harbor.
 	for _, k := range slices.Sorted(maps.Keys(tf.Solution.Env)) {
-		p.asString(at.at("solution", "env"), tf.Solution.Env[k])
+		if v, ok := p.asString(at.at("solution", "env"), tf.Solution.Env[k]); ok {
+			if t.solutionEnv == nil {
+				t.solutionEnv = map[string]any{}
+			}
+			t.solutionEnv[k] = v
+		}
 	}
+	t.solutionAt = at.at("solution", "env")
 	return warnings
 }
 
@@ -381,71 +428,71 @@ func (t *Task) size(at locator, p *problems, name string, mb, old any) int64 {
 
 // network reads Harbor's network policy (schema 1.3: network_mode public,
 // no-network or allowlist, with allowed_hosts; allow_internet, the older
-// switch, when no mode is set) and says whether the trial gets the
-// internet. What troupe cannot enforce yet is a problem, never a silent
-// change of the task's meaning.
-func (t *Task) network(at locator, p *problems, tf *taskFile) bool {
+// switch, when no mode is set) for the agents' phase and the verifier's:
+// each takes its own table's mode, else the environment's, else the
+// internet, as in Harbor.
+func network(at locator, p *problems, tf *taskFile) (agents, verifier Network) {
 	env := tf.Environment
 	mode, _ := p.asString(at.at("environment", "network_mode"), env.NetworkMode)
-	hosts := env.AllowedHosts
-	if mode == "" && hosts == nil && env.AllowInternet != nil {
+	if mode == "" && env.AllowedHosts == nil && env.AllowInternet != nil {
 		if allow, ok := p.asBool(at.at("environment", "allow_internet"), env.AllowInternet); ok && !allow {
-			mode = "no-network"
+			mode = string(NoNetwork)
 		}
 	}
-	base := policy(at, p, "environment", mode, hosts)
-	for _, phase := range []struct {
-		table string
-		mode  any
-		hosts any
-	}{{"agent", tf.Agent.NetworkMode, tf.Agent.AllowedHosts}, {"verifier", tf.Verifier.NetworkMode, tf.Verifier.AllowedHosts}} {
-		m, _ := p.asString(at.at(phase.table, "network_mode"), phase.mode)
-		if m == "" && phase.hosts == nil {
-			continue
-		}
-		if pol := policy(at, p, phase.table, m, phase.hosts); pol != "" && pol != base {
-			p.add(at.at(phase.table, "network_mode"), "%q differs from the environment's %q: a network of its own for the %s is not supported yet", pol, cmp.Or(base, "public"), phase.table)
-		}
+	base := policy(at, p, "environment", mode, env.AllowedHosts)
+	if base.Mode == "" {
+		base.Mode = Public
 	}
-	switch base {
-	case "allowlist":
-		p.add(at.at("environment", "network_mode"), "\"allowlist\" is not supported yet: use \"public\" or \"no-network\"")
-	case "no-network":
-		return false
+	phase := func(table string, mode, hosts any) Network {
+		m, _ := p.asString(at.at(table, "network_mode"), mode)
+		if m == "" && hosts == nil {
+			return base
+		}
+		n := policy(at, p, table, m, hosts)
+		if n.Mode == "" {
+			return base
+		}
+		return n
 	}
-	// Harbor's default is the internet; troupe's, for now, is none (see
-	// docs/run.md): only an explicit public network is given.
-	return mode == "public" || env.AllowInternet != nil && mode == ""
+	return phase("agent", tf.Agent.NetworkMode, tf.Agent.AllowedHosts), phase("verifier", tf.Verifier.NetworkMode, tf.Verifier.AllowedHosts)
 }
 
 // policy checks one table's network_mode and allowed_hosts as Harbor does,
-// and returns the mode ("" when none is set).
-func policy(at locator, p *problems, table, mode string, hosts any) string {
+// and returns them (Mode "" when none is set).
+func policy(at locator, p *problems, table, mode string, hosts any) Network {
 	f := at.at(table, "network_mode")
-	switch mode {
-	case "", "public", "no-network", "allowlist":
+	switch NetworkMode(mode) {
+	case "", Public, NoNetwork, Allowlist:
 	default:
 		p.add(f, "%q is not public, no-network or allowlist", mode)
-		return ""
+		return Network{}
 	}
+	n := Network{Mode: NetworkMode(mode)}
 	if hosts == nil {
-		return mode
+		if n.Mode == Allowlist {
+			p.add(f, "\"allowlist\" needs allowed_hosts: the hosts the trial may reach")
+		}
+		return n
 	}
 	hf := at.at(table, "allowed_hosts")
 	list, ok := p.asStrings(hf, hosts)
 	switch {
 	case !ok:
-	case mode != "allowlist":
-		p.add(hf, "is only valid with network_mode = \"allowlist\" (Harbor refuses it otherwise too)")
+	case n.Mode != Allowlist:
+		// Harbor refuses it too: hosts alone would otherwise silently mean
+		// either everything or nothing.
+		p.add(hf, "is only valid with network_mode = \"allowlist\" (Harbor refuses it otherwise too); add network_mode = \"allowlist\" to this table")
 	case len(list) == 0:
 		p.add(hf, "must name at least one host with network_mode = \"allowlist\"")
 	}
 	for _, h := range list {
 		if err := checkHost(h); err != nil {
 			p.add(hf, "%q: %v", h, err)
+			continue
 		}
+		n.AllowedHosts = append(n.AllowedHosts, strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), "."))
 	}
-	return mode
+	return n
 }
 
 var hostLabel = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -537,6 +584,23 @@ func (t *Task) resolveEnv(f field, m map[string]any, p *problems, getenv func(st
 		out[k] = v
 	}
 	return out
+}
+
+// SolutionEnv resolves [solution] env for the oracle, taking ${VAR} values
+// from getenv (nil: the process's environment); fromHost holds the values
+// taken from the host, by variable, to be scrubbed like FromHost. The task
+// is not changed: trials of it may run at once.
+func (t *Task) SolutionEnv(getenv func(string) string) (env map[string]string, fromHost map[string]secret.Secret, err error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var p problems
+	var scratch Task
+	env = scratch.resolveEnv(t.solutionAt, t.solutionEnv, &p, getenv)
+	if err := errors.Join(p.errs...); err != nil {
+		return nil, nil, fmt.Errorf("task %s: %w", t.Dir, err)
+	}
+	return env, scratch.FromHost, nil
 }
 
 // Dirs lists the task folders of each path: a task folder (with

@@ -21,6 +21,7 @@ func writeTask(t *testing.T, toml string, parts ...string) string {
 			"environment/Dockerfile":          "FROM busybox\n",
 			"environment/docker-compose.yaml": "services:\n  main:\n    image: busybox\n",
 			"tests/test.sh":                   "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n",
+			"solution/solve.sh":               "#!/bin/sh\ntrue\n",
 		}[p]
 	}
 	for name, content := range files {
@@ -55,7 +56,7 @@ network_mode = "public"
 		t.Fatal(err)
 	}
 	if tk.Name != "my-task" || tk.AgentTimeout != 90500*time.Millisecond || tk.VerifierTimeout != 30*time.Second || tk.BuildTimeout != DefaultBuildTimeout ||
-		tk.CPUs != 2 || tk.MemoryMB != 1024 || !tk.Internet || tk.VerifierEnv["TOKEN_LIMIT"] != "3" || tk.EnvDir == "" || !strings.HasPrefix(tk.Digest, "sha256:") ||
+		tk.CPUs != 2 || tk.MemoryMB != 1024 || tk.AgentNetwork.Mode != Public || tk.VerifierEnv["TOKEN_LIMIT"] != "3" || tk.EnvDir == "" || !strings.HasPrefix(tk.Digest, "sha256:") ||
 		tk.Instruction != "Do the thing.\n" {
 		t.Errorf("task %+v", tk)
 	}
@@ -87,10 +88,11 @@ func TestLoadTaskProblems(t *testing.T) {
 			want: []string{`"2GB" is not a size such as "2G"`, `"4G" is 4096 MiB but storage_mb says 1024: give one of them`}},
 		{name: "network policies", toml: "[environment]\nallowed_hosts = [\"pypi.org\"]\n[agent]\nnetwork_mode = \"open\"\n[verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"http://x.org\", \"*.ok.org\"]\n", parts: allParts,
 			want: []string{"[environment] allowed_hosts: is only valid with network_mode = \"allowlist\"", `[agent] network_mode: "open" is not public, no-network or allowlist`,
-				`"http://x.org": give a host name, without a scheme`, `[verifier] network_mode: "allowlist" differs from the environment's "public"`},
+				`"http://x.org": give a host name, without a scheme`},
 			not: []string{`"*.ok.org"`}},
-		{name: "what troupe cannot run yet", toml: "[environment]\ngpus = 1\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\nos = \"windows\"\n[verifier]\nenvironment_mode = \"separate\"\n[[steps]]\nname = \"one\"\n", parts: allParts,
-			want: []string{"gpus: 1: troupe does not give trials GPUs", `"allowlist" is not supported yet`, `os: "windows": troupe runs Linux containers only`, "a separate verifier environment is not supported yet", "multi-step tasks are not supported yet"}},
+		{name: "an allowlist of nothing", toml: "[verifier]\nnetwork_mode = \"allowlist\"\n", parts: allParts, want: []string{"[verifier] network_mode: \"allowlist\" needs allowed_hosts"}},
+		{name: "what troupe cannot run yet", toml: "[environment]\ngpus = 1\nos = \"windows\"\n[verifier]\nenvironment_mode = \"separate\"\n[[steps]]\nname = \"one\"\n", parts: allParts,
+			want: []string{"gpus: 1: troupe does not give trials GPUs", `os: "windows": troupe runs Linux containers only`, "a separate verifier environment is not supported yet", "multi-step tasks are not supported yet"}},
 		{name: "task name", toml: "[task]\nname = \"Parallel TF-IDF Search\"\n", parts: allParts, want: []string{"[task] name: \"Parallel TF-IDF Search\" must be in org/name form"}},
 		{name: "healthcheck and MCP", toml: "[environment.healthcheck]\ninterval_sec = -1\nretries = 0\n[[environment.mcp_servers]]\nname = \"m\"\ntransport = \"stdio\"\n", parts: allParts,
 			want: []string{"[environment.healthcheck] command: is required", "interval_sec: must be between 0 and a day", "retries: must be between 1 and 1000", "server m: a stdio server needs a command"}},
@@ -98,8 +100,7 @@ func TestLoadTaskProblems(t *testing.T) {
 			want: []string{"TOKEN takes ${TROUPE_TEST_UNSET_VAR} from the host, which does not set it"}},
 		{name: "artifacts", toml: "artifacts = [\"relative/path\", {source = \"/out\", destination = \"../up\"}, 3]\n", parts: allParts,
 			want: []string{`source "relative/path" must be an absolute path`, `destination "../up" must be a relative path inside artifacts/`, "entry 3 must be a path or a table"}},
-		{name: "a compose file alone", toml: "", parts: []string{"instruction.md", "tests/test.sh", "environment/docker-compose.yaml"}, want: []string{"docker-compose environments are not supported yet"}},
-		{name: "missing parts", toml: "", want: []string{"instruction.md: open", "no environment/Dockerfile and no [environment] docker_image", "tests/test.sh is missing"}},
+		{name: "missing parts", toml: "", want: []string{"instruction.md: open", "no environment/Dockerfile, docker-compose.yaml or [environment] docker_image", "tests/test.sh is missing"}},
 		{name: "empty instruction", toml: "", parts: []string{"environment/Dockerfile", "tests/test.sh"}, want: []string{"instruction.md: open"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -182,6 +183,8 @@ anything = {nested = [1, 2]}
 [agent]
 timeout_sec = 600
 user = "agent"
+network_mode = "allowlist"
+allowed_hosts = ["pypi.org", "*.files.example"]
 
 [verifier]
 timeout_sec = "120"
@@ -230,7 +233,8 @@ X = "y"
 		{"cpus", tk.CPUs, 2.0},
 		{"memory", tk.MemoryMB, int64(1536)},
 		{"storage", tk.StorageMB, int64(10240)},
-		{"internet", tk.Internet, false},
+		{"agent network", fmt.Sprint(tk.AgentNetwork), "{allowlist [pypi.org *.files.example]}"},
+		{"verifier network", fmt.Sprint(tk.VerifierNetwork), "{no-network []}"},
 		{"gpu types", fmt.Sprint(tk.GPUTypes), "[H100]"},
 		{"skills", tk.SkillsDir, "/skills"},
 		{"workdir", tk.Workdir, "/work"},
@@ -247,23 +251,59 @@ X = "y"
 }
 
 // TestNetworkAsHarborMeansIt: the older allow_internet and the newer
-// network_mode, and troupe's default for now (no network) when a task says
-// nothing.
+// network_mode, per phase, and Harbor's default (the internet) when a task
+// says nothing.
 func TestNetworkAsHarborMeansIt(t *testing.T) {
-	for toml, want := range map[string]bool{
-		"":                                       false,
-		"[environment]\nallow_internet = true\n": true,
-		"[environment]\nallow_internet = false\n":        false,
-		"[environment]\nnetwork_mode = \"public\"\n":     true,
-		"[environment]\nnetwork_mode = \"no-network\"\n": false,
+	pub, none := Network{Mode: Public}, Network{Mode: NoNetwork}
+	list := func(h ...string) Network { return Network{Mode: Allowlist, AllowedHosts: h} }
+	for _, c := range []struct {
+		toml             string
+		agents, verifier Network
+	}{
+		{"", pub, pub},
+		{"[environment]\nallow_internet = true\n", pub, pub},
+		{"[environment]\nallow_internet = false\n", none, none},
+		{"[environment]\nnetwork_mode = \"public\"\n", pub, pub},
+		{"[environment]\nnetwork_mode = \"no-network\"\n", none, none},
 		// An explicit mode wins over the older switch, as in Harbor.
-		"[environment]\nnetwork_mode = \"public\"\nallow_internet = false\n":                true,
-		"[environment]\nnetwork_mode = \"public\"\n[verifier]\nnetwork_mode = \"public\"\n": true,
+		{"[environment]\nnetwork_mode = \"public\"\nallow_internet = false\n", pub, pub},
+		// Each phase may have its own.
+		{"[environment]\nnetwork_mode = \"no-network\"\n[verifier]\nnetwork_mode = \"public\"\n", none, pub},
+		{"[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"PyPI.org.\", \"*.example.com\"]\n", list("pypi.org", "*.example.com"), pub},
+		{"[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"a.org\"]\n[verifier]\nnetwork_mode = \"no-network\"\n", list("a.org"), none},
 	} {
-		tk, err := Load(writeTask(t, toml, allParts...), Options{})
-		if err != nil || tk.Internet != want {
-			t.Errorf("%q: internet %v, %v; want %v", toml, tk != nil && tk.Internet, err, want)
+		tk, err := Load(writeTask(t, c.toml, allParts...), Options{})
+		if err != nil {
+			t.Errorf("%q: %v", c.toml, err)
+			continue
 		}
+		if fmt.Sprint(tk.AgentNetwork, tk.VerifierNetwork) != fmt.Sprint(c.agents, c.verifier) {
+			t.Errorf("%q: agents %v, verifier %v; want %v, %v", c.toml, tk.AgentNetwork, tk.VerifierNetwork, c.agents, c.verifier)
+		}
+	}
+}
+
+// TestSolutionEnv: [solution] env is resolved only when the oracle runs,
+// as in Harbor: a task loads without the host variable it names; the
+// oracle then needs it, or its default.
+func TestSolutionEnv(t *testing.T) {
+	toml := "[solution.env]\nTOKEN = \"${SOL_TOKEN}\"\nMODE = \"${SOL_MODE:-fast}\"\nPLAIN = \"x\"\n"
+	tk, err := Load(writeTask(t, toml, append(allParts, "solution/solve.sh")...), Options{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(tk.SolutionDir) != "solution" {
+		t.Errorf("solution dir %q", tk.SolutionDir)
+	}
+	if _, _, err := tk.SolutionEnv(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "[solution] env: TOKEN takes ${SOL_TOKEN} from the host, which does not set it") {
+		t.Errorf("without SOL_TOKEN: %v", err)
+	}
+	env, fromHost, err := tk.SolutionEnv(func(k string) string { return map[string]string{"SOL_TOKEN": "t0k"}[k] })
+	if err != nil || fmt.Sprint(env) != "map[MODE:fast PLAIN:x TOKEN:t0k]" || len(fromHost) != 1 || fromHost["SOL_TOKEN"].Reveal() != "t0k" || len(tk.FromHost) != 0 {
+		t.Errorf("env %v, from host %v, task's %v, %v", env, fromHost, tk.FromHost, err)
+	}
+	if tk, err := Load(writeTask(t, "", allParts...), Options{}); err != nil || tk.SolutionDir != "" {
+		t.Errorf("without solution/: %q %v", tk.SolutionDir, err)
 	}
 }
 

@@ -62,6 +62,48 @@ func BenchmarkTrialOverhead(b *testing.B) {
 	})
 }
 
+// BenchmarkTrialNetwork: what a network costs a trial, against a bare
+// container on Docker's default bridge.
+//   - baseline: docker run --rm busybox true (the default bridge)
+//   - public: a whole solo trial of hello-world whose task asks for the
+//     internet: a bridge network of the trial's own
+//   - allowlist: the same with an allowlist: no network, troupe's egress
+//     proxy on the host and the tunnel's third port
+//
+// ms/trial is the orchestration overhead, as in BenchmarkTrialOverhead.
+func BenchmarkTrialNetwork(b *testing.B) {
+	b.Run("baseline", func(b *testing.B) {
+		start := time.Now()
+		for b.Loop() {
+			out, err := exec.Command("docker", "run", "--rm", "--label", runtime.LabelJob+"="+runID+"-bench", "busybox", "true").CombinedOutput()
+			if err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/trial")
+	})
+	for _, n := range []task.Network{{Mode: task.Public}, {Mode: task.Allowlist, AllowedHosts: []string{"pypi.org"}}} {
+		b.Run(string(n.Mode), func(b *testing.B) {
+			env := benchEnv(b)
+			tm, tk := benchInputs(b, "../examples/manifests/solo.yaml")
+			tk.AgentNetwork, tk.VerifierNetwork = n, n
+			var overhead time.Duration
+			i := 0
+			for b.Loop() {
+				i++
+				start := time.Now()
+				res, err := Run(b.Context(), env, Spec{Name: fmt.Sprintf("bench__%d", i), Dir: filepath.Join(b.TempDir(), "t"), Team: tm, ManifestPath: "solo.yaml", Task: tk, Attempt: 1}, nil)
+				if err != nil || res.Outcome != outcome.Passed || res.Network.Agents.Given.Mode != n.Mode {
+					b.Fatalf("trial: %v %+v", err, res)
+				}
+				work := res.AgentExecution.FinishedAt.Sub(*res.AgentExecution.StartedAt) + res.Verifier.FinishedAt.Sub(*res.Verifier.StartedAt)
+				overhead += time.Since(start) - work
+			}
+			b.ReportMetric(float64(overhead.Milliseconds())/float64(b.N), "ms/trial")
+		})
+	}
+}
+
 // BenchmarkJobThroughput: trials per hour at concurrency 1, 4 and 16,
 // against bare containers started at the same concurrency.
 func BenchmarkJobThroughput(b *testing.B) {

@@ -30,6 +30,9 @@ import (
 type Condition struct {
 	Path string
 	Team *manifest.Team
+	// Oracle runs each task's solution/solve.sh instead of the team
+	// (OracleCondition).
+	Oracle bool
 }
 
 // JobSpec is what `troupe run` was asked to do.
@@ -238,6 +241,11 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 		})
 	}
 	err = g.Wait()
+	if e, ok := env.Runtime.(jobEnder); ok {
+		if eerr := e.EndJob(ctx, env.JobID); eerr != nil {
+			log.Error("cleanup", "err", eerr.Error())
+		}
+	}
 	now := time.Now()
 	j.mu.Lock()
 	if ctx.Err() == nil {
@@ -248,6 +256,12 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 	log.Info("job end", "interrupted", ctx.Err() != nil)
 	progress.Job(JobEvent{Time: now, Type: EventJobFinished, Dir: spec.Dir, Total: len(plan), Kept: kept})
 	return j.res, err
+}
+
+// jobEnder is a runtime that holds something for a whole job (the Docker
+// backend's job network), to be let go when the job's trials are done.
+type jobEnder interface {
+	EndJob(ctx context.Context, job string) error
 }
 
 type job struct {
@@ -281,7 +295,7 @@ func (j *job) runTrial(ctx context.Context, p planned) error {
 		j.progress.Trial(e)
 	}
 	for try := 0; ; try++ {
-		spec := Spec{Name: p.name, Dir: filepath.Join(j.spec.Dir, p.name), Team: p.cond.Team, ManifestPath: p.cond.Path, Task: p.task, Attempt: p.attempt}
+		spec := Spec{Name: p.name, Dir: filepath.Join(j.spec.Dir, p.name), Team: p.cond.Team, ManifestPath: p.cond.Path, Task: p.task, Attempt: p.attempt, Oracle: p.cond.Oracle}
 		res, err := Run(ctx, j.env, spec, emit)
 		if err != nil {
 			return err // the result could not be written: the disk is the problem
@@ -579,6 +593,9 @@ func lockFolder(dir string) (unlock func(), err error) {
 func checkEndpoints(g *llm.Gateway, conds []Condition) error {
 	var errs []error
 	for _, c := range conds {
+		if c.Oracle {
+			continue // no model
+		}
 		var agents []llm.AgentSpec
 		for _, a := range c.Team.Agents {
 			agents = append(agents, llm.AgentSpec{ID: a.ID, Role: a.Role, Kind: string(a.Kind), Endpoint: a.Endpoint})

@@ -129,7 +129,14 @@ func services(t testing.TB) (*relay.Relay, *llm.Gateway) {
 // testEnv is a job environment for one test.
 func testEnv(t *testing.T) *Env {
 	r, g := services(t)
-	return &Env{Runtime: testRT, Relay: r, Gateway: g, Binary: testBinary(t), JobID: runID + "-" + t.Name(), Version: "test", Limits: DefaultLimits}
+	env := &Env{Runtime: testRT, Relay: r, Gateway: g, Binary: testBinary(t), JobID: runID + "-" + t.Name(), Version: "test", Limits: DefaultLimits}
+	// The test is the job: its network goes when it ends.
+	t.Cleanup(func() {
+		if err := testRT.EndJob(context.Background(), env.JobID); err != nil {
+			t.Error(err)
+		}
+	})
+	return env
 }
 
 // team loads and verifies a manifest.

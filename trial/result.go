@@ -49,7 +49,11 @@ type VerifierResult struct {
 type ExceptionInfo struct {
 	ExceptionType    ErrorKind `json:"exception_type"`
 	ExceptionMessage string    `json:"exception_message"`
-	OccurredAt       time.Time `json:"occurred_at"`
+	// ExceptionTraceback is, for want of a Python traceback, the error's
+	// chain (errorChain); Harbor requires the field, so it is written even
+	// when empty.
+	ExceptionTraceback string    `json:"exception_traceback"`
+	OccurredAt         time.Time `json:"occurred_at"`
 }
 
 // AgentRecord is one agent of the trial: who it was and what it used.
@@ -84,13 +88,26 @@ type Done struct {
 	At      time.Time `json:"at"`
 }
 
-// Result is a trial's result.json: Harbor's trial fields plus the team's.
+// Result is a trial's result.json: a Harbor TrialResult (harbor.go) plus
+// the team's fields, which Harbor ignores.
 type Result struct {
-	ID           string    `json:"id"`
-	TrialName    string    `json:"trial_name"`
-	TaskName     string    `json:"task_name"`
-	TaskPath     string    `json:"task_path"`
-	TaskChecksum string    `json:"task_checksum"`
+	// ID is Harbor's id of the trial: a random UUID (version 4).
+	ID string `json:"id"`
+	// TrialID is troupe's own id of the trial, <trial name>-<8 hex>: the
+	// relay channel's id and the container's label.
+	TrialID   string `json:"troupe_trial_id"`
+	TrialName string `json:"trial_name"`
+	// TrialURI is the file:// URI of the trial folder.
+	TrialURI string `json:"trial_uri"`
+	TaskName string `json:"task_name"`
+	TaskID   TaskID `json:"task_id"`
+	TaskPath string `json:"task_path"`
+	// Source is task.toml's source; nil without one.
+	Source       *string     `json:"source"`
+	TaskChecksum string      `json:"task_checksum"`
+	Config       TrialConfig `json:"config"`
+	AgentInfo    AgentInfo   `json:"agent_info"`
+
 	Attempt      int       `json:"attempt"`
 	Condition    string    `json:"condition"`
 	ManifestPath string    `json:"manifest_path"`
@@ -131,6 +148,9 @@ type Result struct {
 	CleanupErrors []string         `json:"cleanup_errors"`
 	// Timeouts are the phase limits the trial ran with, in seconds.
 	Timeouts map[string]float64 `json:"timeouts"`
+	// Network says what the agents and the verifier were given, and what
+	// the allowlist proxy let through and refused.
+	Network *NetworkRecord `json:"network"`
 }
 
 // Finished reports whether a result is final for resuming: scored trials and

@@ -28,6 +28,9 @@ import (
 //     Harbor.
 func (r *run) resolveUsers(ctx context.Context) error {
 	task := r.spec.Task
+	if r.spec.Oracle {
+		r.res.AgentUser, r.res.IdentitiesIsolated = "oracle:"+cmp.Or(task.AgentUser, r.img.User, "root"), false
+	}
 	if task.AgentUser != "" {
 		u, err := r.lookupUser(ctx, task.AgentUser)
 		if err != nil {
@@ -38,7 +41,9 @@ func (r *run) resolveUsers(ctx context.Context) error {
 			ar.uid, ar.gid = u.UID, u.GID
 			r.res.Agents[i].UID = u.UID
 		}
-		r.res.AgentUser, r.res.IdentitiesIsolated = "task:"+task.AgentUser, false
+		if !r.spec.Oracle {
+			r.res.AgentUser, r.res.IdentitiesIsolated = "task:"+task.AgentUser, false
+		}
 		r.log.Info("agents run as the task's user", "user", task.AgentUser, "uid", u.UID, "gid", u.GID)
 	}
 	spec := cmp.Or(task.VerifierUser, r.img.User)
@@ -121,7 +126,7 @@ func (r *run) healthcheck(ctx context.Context) error {
 func (r *run) probe(ctx context.Context, command string, limit time.Duration) (int, string, error) {
 	var out lockedBuffer
 	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
-		Cmd: []string{"/bin/sh", "-c", command}, WorkDir: r.workdir, Stdout: &out, Stderr: &out,
+		Cmd: []string{"/bin/sh", "-c", command}, Env: proxyEnv(r.agentNet()), WorkDir: r.workdir, Stdout: &out, Stderr: &out,
 	})
 	if err != nil {
 		return -1, "", err

@@ -20,9 +20,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/egress"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/llm"
@@ -110,6 +112,12 @@ type Env struct {
 	// Bounds limit the files agents and verifiers fill; the zero value is
 	// DefaultBounds.
 	Bounds Bounds
+	// Network is the user's network policy; the zero value is NetworkTask.
+	Network NetworkPolicy
+	// EgressDial is how the allowlist proxy reaches allowed hosts; nil is
+	// egress's default, which never reaches the host itself (tests give
+	// one that reaches a local server).
+	EgressDial egress.DialFunc
 }
 
 func (e *Env) bounds() Bounds {
@@ -148,6 +156,8 @@ type Spec struct {
 	ManifestPath string
 	Task         *task.Task
 	Attempt      int
+	// Oracle runs the task's solution/solve.sh instead of the team.
+	Oracle bool
 }
 
 // Event is a step of a trial, for progress displays and --json.
@@ -205,7 +215,14 @@ type run struct {
 	img               runtime.Image
 	workdir           string
 	tun               *tunnel.Tunnel
+	tunClosed         bool
 	deadline          time.Time
+	// egress is the allowlist proxy, when a phase has one.
+	egress *egress.Proxy
+	// servicesOff: the relay and the gateway are closed to the container
+	// (the tunnel may still carry the verifier's proxy); the tunnel's
+	// goroutines read it.
+	servicesOff atomic.Bool
 
 	exits    chan int      // agent index, when its process ends
 	stop     chan struct{} // ends the exit watchers
@@ -225,6 +242,8 @@ type run struct {
 	// runs as it. verifier is who runs tests/test.sh.
 	taskAgent *inside.User
 	verifier  inside.User
+	// solutionEnv is the oracle's [solution] env, resolved.
+	solutionEnv map[string]string
 }
 
 // Run runs one trial, step by step (docs/run.md), and writes its folder:
@@ -237,12 +256,7 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, e
 	r := &run{env: env, spec: spec, emit: emit, start: time.Now(), stop: make(chan struct{})}
 	r.id = spec.Name + "-" + randomHex(4)
 	m := spec.Team.Manifest
-	r.res = &Result{
-		ID: r.id, TrialName: spec.Name, TaskName: spec.Task.Name, TaskPath: spec.Task.Dir, TaskChecksum: spec.Task.Digest,
-		Attempt: spec.Attempt, Condition: m.Condition, ManifestPath: spec.ManifestPath, ManifestHash: m.Hash(),
-		Version: env.Version, StartedAt: r.start, AgentUser: string(agentUser(m)), IdentitiesIsolated: agentUser(m) == manifest.Isolated,
-		CleanupErrors: []string{},
-	}
+	r.res = newResult(env, spec, r.id, r.start)
 	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("trial %s: %w", spec.Name, err)
 	}
@@ -290,7 +304,7 @@ func agentUser(m *manifest.Manifest) manifest.AgentUser {
 // isolated reports whether each agent has a uid of its own: the manifest's
 // default, unless the task names the user its agents run as.
 func (r *run) isolated() bool {
-	return agentUser(r.spec.Team.Manifest) == manifest.Isolated && r.taskAgent == nil
+	return !r.spec.Oracle && agentUser(r.spec.Team.Manifest) == manifest.Isolated && r.taskAgent == nil
 }
 
 // timeouts are the trial's phase limits.
@@ -361,6 +375,7 @@ func (r *run) errMessage() string {
 func (r *run) scrubResult() {
 	if e := r.res.ExceptionInfo; e != nil {
 		e.ExceptionMessage = string(r.secrets.Scrub([]byte(e.ExceptionMessage)))
+		e.ExceptionTraceback = string(r.secrets.Scrub([]byte(e.ExceptionTraceback)))
 	}
 	for i, msg := range r.res.CleanupErrors {
 		r.res.CleanupErrors[i] = string(r.secrets.Scrub([]byte(msg)))
@@ -384,7 +399,15 @@ func (r *run) execute(ctx context.Context) Reason {
 		return InfraError
 	}
 	r.phase("environment_setup", &r.res.EnvironmentSetup)
-	if err := r.provision(); err != nil {
+	r.planNetwork()
+	provision := r.provision
+	if r.spec.Oracle {
+		provision = r.provisionOracle
+	}
+	if err := provision(); err != nil {
+		return broken(ErrProvision, err)
+	}
+	if err := r.startEgress(); err != nil {
 		return broken(ErrProvision, err)
 	}
 	if kind, err := r.createContainer(ctx); err != nil {
@@ -405,6 +428,16 @@ func (r *run) execute(ctx context.Context) Reason {
 	endPhase(&r.res.EnvironmentSetup)
 
 	r.phase("agent_setup", &r.res.AgentSetup)
+	if r.spec.Oracle {
+		if err := r.launchOracle(ctx); err != nil {
+			return broken(ErrAgentStart, err)
+		}
+		endPhase(&r.res.AgentSetup)
+		r.phase("agent_execution", &r.res.AgentExecution)
+		reason := r.watchOracle(ctx)
+		endPhase(&r.res.AgentExecution)
+		return reason
+	}
 	if err := r.launch(ctx); err != nil {
 		return broken(ErrAgentStart, err)
 	}
@@ -529,7 +562,12 @@ func (r *run) provision() error {
 func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	rt, task, m := r.env.Runtime, r.spec.Task, r.spec.Team.Manifest
 	bctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(task.BuildTimeout))
-	img, err := rt.Image(bctx, runtime.ImageSpec{Image: task.Image, BuildDir: task.EnvDir})
+	img, err := rt.Image(bctx, imageSpec(task))
+	var services []runtime.ServiceSpec
+	var dependsOn []runtime.Dependency
+	if err == nil {
+		services, dependsOn, err = r.services(bctx)
+	}
 	cancel()
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -542,11 +580,9 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	spec := runtime.ContainerSpec{
 		Image: img.Ref, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
 		Labels:  map[string]string{runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id},
-		Env:     envList(task.Env),
-		Network: runtime.NetworkNone, CPUs: task.CPUs, MemoryMB: task.MemoryMB, Pids: defaultPids,
-	}
-	if task.Internet {
-		spec.Network = runtime.NetworkBridge
+		Env:     containerEnv(task),
+		Network: r.containerNetwork(), CPUs: task.CPUs, MemoryMB: task.MemoryMB, Pids: defaultPids,
+		Services: services, DependsOn: dependsOn,
 	}
 	if v := m.Environment.OverrideCPUs; v != nil {
 		spec.CPUs = float64(*v)
@@ -560,8 +596,14 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	// A create is not interrupted: cancelled in flight, the engine may still
 	// make the container after the client stopped listening, leaving one
 	// nobody knows the id of. It is quick; the cancellation is seen after.
+	// Services are waited for, and that may be cut short: what Create
+	// made is removed by it, or found by the trial's label (removeByLabel).
 	r.creating = true
-	cctx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), r.env.Limits.scale(createTimeout))
+	cbase := context.WithoutCancel(ctx)
+	if len(services) > 0 {
+		cbase = ctx
+	}
+	cctx, cancelCreate := context.WithTimeout(cbase, r.env.Limits.scale(createTimeout))
 	id, err := rt.Create(cctx, spec)
 	cancelCreate()
 	if err != nil {
@@ -571,7 +613,13 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	if err := ctx.Err(); err != nil {
 		return ErrCancelled, err
 	}
-	r.log.Info("container", "id", id, "image", img.Ref, "workdir", r.workdir, "network", spec.Network)
+	r.log.Info("container", "id", id, "image", img.Ref, "workdir", r.workdir, "network", spec.Network, "agents", r.agentNet().Mode, "verifier", r.verifierNet().Mode)
+	if spec.Network == runtime.NetworkBridge && !r.agentsOnline() {
+		// The internet is the verifier's only: the agents start offline.
+		if err := rt.SetOnline(ctx, id, false); err != nil {
+			return ErrContainer, err
+		}
+	}
 	if err := rt.Start(ctx, id); err != nil {
 		return ErrContainer, err
 	}
@@ -592,8 +640,16 @@ func (r *run) prepare(ctx context.Context) error {
 		opts.Share, opts.GID = r.workdir, agentGID
 	}
 	arg, _ := json.Marshal(opts)
+	inFiles := r.containerFiles()
+	if r.spec.Oracle {
+		sol, err := r.solutionFiles()
+		if err != nil {
+			return fmt.Errorf("prepare the container: %w", err)
+		}
+		inFiles = append(inFiles, sol...)
+	}
 	var files bytes.Buffer
-	if err := runtime.WriteTar(&files, r.containerFiles()); err != nil {
+	if err := runtime.WriteTar(&files, inFiles); err != nil {
 		return fmt.Errorf("prepare the container: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(callTimeout))
@@ -621,6 +677,9 @@ func (r *run) containerFiles() []runtime.File {
 		{Path: verifierLogs, Mode: fs.ModeDir | 0o755},
 		{Path: artifactsDir, Mode: fs.ModeDir | fs.ModeSetgid | 0o775, GID: gid},
 	}
+	if r.spec.Oracle {
+		return files // no keys, tokens or prompts
+	}
 	for _, ar := range r.agents {
 		dir := path.Join(secretsDir, ar.ID)
 		files = append(files,
@@ -634,27 +693,39 @@ func (r *run) containerFiles() []runtime.File {
 	return files
 }
 
-// openTunnel connects the container's relay and gateway ports to the job's.
+// openTunnel connects the container's relay and gateway ports to the job's
+// (not for the oracle, which uses neither), and the egress proxy's.
 func (r *run) openTunnel(ctx context.Context) error {
-	relayAddr, err := hostPort(r.env.Relay.URL())
-	if err != nil {
-		return err
-	}
-	llmAddr, err := hostPort(r.env.Gateway.URL())
-	if err != nil {
-		return err
+	var relayAddr, llmAddr string
+	var listens []tunnel.Listen
+	if !r.spec.Oracle {
+		var err error
+		if relayAddr, err = hostPort(r.env.Relay.URL()); err != nil {
+			return err
+		}
+		if llmAddr, err = hostPort(r.env.Gateway.URL()); err != nil {
+			return err
+		}
+		listens = []tunnel.Listen{{Addr: relayListen, Name: "relay"}, {Addr: llmListen, Name: "llm"}}
 	}
 	var d net.Dialer
 	dial := func(ctx context.Context, name string) (net.Conn, error) {
-		switch name {
-		case "relay":
+		switch {
+		case name == "proxy" && r.egress != nil:
+			return d.DialContext(ctx, "tcp", r.egress.Addr())
+		case r.servicesOff.Load():
+			return nil, fmt.Errorf("%s is closed: the agents' work has ended", name)
+		case name == "relay" && relayAddr != "":
 			return d.DialContext(ctx, "tcp", relayAddr)
-		case "llm":
+		case name == "llm" && llmAddr != "":
 			return d.DialContext(ctx, "tcp", llmAddr)
 		}
 		return nil, fmt.Errorf("no target %q", name)
 	}
-	listens := []tunnel.Listen{{Addr: relayListen, Name: "relay"}, {Addr: llmListen, Name: "llm"}}
+	if r.egress != nil {
+		listens = append(listens, tunnel.Listen{Addr: proxyListen, Name: "proxy"})
+	}
+	var err error
 	r.tun, err = tunnel.Open(ctx, r.env.Runtime, r.container, runtime.BinaryPath, listens, dial)
 	if err != nil {
 		return err
@@ -695,6 +766,7 @@ func (r *run) launch(ctx context.Context) error {
 			"TROUPE_AGENT_ID=" + ar.ID,
 			"HOME=" + path.Join(homesDir, ar.ID),
 		}
+		env = append(env, proxyEnv(r.agentNet())...)
 		user := fmt.Sprintf("%d:%d", ar.uid, ar.gid)
 		// Not ctx: a cancelled job must not cut an exec half-started (the
 		// sweep would then find runc's init, and the exec never end). The
@@ -835,7 +907,7 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	endPhase(&r.res.AgentSetup)
 	endPhase(&r.res.AgentExecution)
 	var sweepErr error
-	if r.container != "" && r.agents[0].proc != nil {
+	if r.container != "" && len(r.agents) > 0 && r.agents[0].proc != nil {
 		sweepErr = r.sweep(cctx)
 		r.log.Info("swept", "ok", sweepErr == nil)
 	}
@@ -863,6 +935,8 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 		result = r.verify(ctx, cctx)
 	}
 	r.closeServices(cctx)
+	r.closeTunnel()
+	r.stopEgress()
 	r.closeSinks()
 	if r.container != "" {
 		r.phase("teardown", &r.res.Teardown)
@@ -880,7 +954,7 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	r.res.CompletionReason, r.res.Outcome = reason, result
 	r.res.FinishedAt = time.Now()
 	if r.err != nil {
-		r.res.ExceptionInfo = &ExceptionInfo{ExceptionType: r.errType, ExceptionMessage: r.err.Error(), OccurredAt: time.Now()}
+		r.res.ExceptionInfo = newExceptionInfo(r.errType, r.err, time.Now())
 	}
 }
 
@@ -979,10 +1053,9 @@ func (r *run) closeServices(ctx context.Context) {
 		return
 	}
 	r.servicesClosed = true
-	if r.tun != nil {
-		if err := r.tun.Close(); err != nil {
-			r.cleanupError("close the tunnel", err)
-		}
+	r.servicesOff.Store(true)
+	if r.egress == nil || r.verifierNet().Mode != task.Allowlist {
+		r.closeTunnel()
 	}
 	if r.ch != nil {
 		stats := r.ch.Stats()
@@ -1003,6 +1076,18 @@ func (r *run) closeServices(ctx context.Context) {
 			r.res.Agents[i].Usage = perAgent[r.res.Agents[i].ID]
 		}
 		r.res.AgentResult = AgentResult{NInputTokens: total.InputTokens, NCacheTokens: total.CachedTokens, NOutputTokens: total.OutputTokens, CostUSD: total.CostUSD, NCalls: total.Calls}
+	}
+}
+
+// closeTunnel ends the tunnel, once: before the verifier, unless the
+// verifier's proxy goes through it; else after.
+func (r *run) closeTunnel() {
+	if r.tun == nil || r.tunClosed {
+		return
+	}
+	r.tunClosed = true
+	if err := r.tun.Close(); err != nil {
+		r.cleanupError("close the tunnel", err)
 	}
 }
 

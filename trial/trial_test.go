@@ -40,6 +40,9 @@ func runTrial(t *testing.T, env *Env, manifestPath, taskDir string) (*Result, st
 	if err != nil || onDisk.Outcome != res.Outcome || onDisk.CompletionReason != res.CompletionReason {
 		t.Errorf("result.json: %v %+v", err, onDisk)
 	}
+	if data, err := os.ReadFile(filepath.Join(dir, "result.json")); err == nil {
+		checkHarborResult(t, data)
+	}
 	if len(events) < 2 || events[0].Type != EventStarted || events[len(events)-1].Type != EventFinished || events[len(events)-1].Outcome != res.Outcome {
 		t.Errorf("events: %+v", events)
 	}

@@ -44,6 +44,9 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 	// Nothing in the container may reach the relay or the gateway while
 	// the verifier runs.
 	r.closeServices(cctx)
+	if err := r.verifierNetwork(ctx); err != nil {
+		return broken(ErrContainer, err, outcome.UnscoredInfra)
+	}
 	bounds := r.env.bounds()
 	if err := os.MkdirAll(filepath.Join(r.spec.Dir, "verifier"), 0o755); err != nil {
 		return broken(ErrVerifier, err, outcome.VerifierError)
@@ -58,7 +61,7 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
 	defer stderr.Close()
-	env := envList(r.spec.Task.VerifierEnv)
+	env := append(envList(r.spec.Task.VerifierEnv), proxyEnv(r.verifierNet())...)
 	// sh runs a test.sh without a shebang as a shell script; with one, exec
 	// honours it.
 	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/troupebench/troupe/internal/yaml11"
 	"github.com/troupebench/troupe/llm"
@@ -108,6 +109,19 @@ func parseConfig(path string, data []byte) (*config, error) {
 					s = filepath.Join(filepath.Dir(path), s)
 				}
 				cfg.settings["artifact_root"] = s
+			}
+		}},
+		{Name: "registry", Decode: func(n *yaml11.Node, p string) {
+			if s, ok := d.String(n, p); ok {
+				if !strings.Contains(s, "://") && !filepath.IsAbs(s) {
+					s = filepath.Join(filepath.Dir(path), s)
+				}
+				cfg.settings["registry"] = s
+			}
+		}},
+		{Name: "network", Decode: func(n *yaml11.Node, p string) {
+			if s, ok := d.String(n, p); ok {
+				cfg.settings["network"] = s
 			}
 		}},
 		{Name: "endpoints", Decode: func(n *yaml11.Node, p string) {

@@ -281,3 +281,43 @@ func readJSON(t *testing.T, path string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestTasksCheck runs the oracle on a good and a broken task: the report
+// names the broken one and why, and the exit status says a task is broken.
+// troupe run --oracle needs no manifest; a task without a solution is
+// refused before anything starts.
+func TestTasksCheck(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	dir := isolate(t)
+	code, stdout, stderr := troupe(t, "tasks", "check", filepath.Join(root, "examples/tasks"), filepath.Join(root, "trial/testdata/tasks/oracle-wrong"), "--out", filepath.Join(dir, "check"))
+	for _, want := range []string{"ok      hello-world\n", "broken  oracle-wrong\n", "the solution scored 0; tests/test.sh said: answer: 41",
+		"2 tasks: 1 pass with their own solution, 1 broken"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the report lacks %q:\n%s\n%s", want, stdout, stderr)
+		}
+	}
+	if code != exitFailed {
+		t.Errorf("exit %d with a broken task", code)
+	}
+	code, stdout, _ = troupe(t, "tasks", "check", filepath.Join(root, "examples/tasks"), "--json", "--out", filepath.Join(dir, "check"))
+	var r checkReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != exitOK || r.Status != "ok" || r.Task != "hello-world" || r.Reward == nil || *r.Reward != 1 {
+		t.Errorf("exit %d, %+v %v: %s", code, r, err, stdout)
+	}
+
+	code, stdout, stderr = troupe(t, "run", "--oracle", "--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--out", filepath.Join(dir, "oracle"))
+	if code != exitOK || !strings.Contains(stdout, "oracle") {
+		t.Errorf("run --oracle: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, _, stderr = troupe(t, "tasks", "check", filepath.Join(root, "trial/testdata/tasks/allowlist"), "--out", filepath.Join(dir, "nosolution"))
+	if code != exitFailed || !strings.Contains(stderr, "has no solution/solve.sh: the oracle has nothing to run there") {
+		t.Errorf("a task without a solution: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nosolution")); err == nil {
+		t.Error("a job folder was made for a refused check")
+	}
+	code, _, stderr = troupe(t, "run", "--tasks", filepath.Join(root, "examples/tasks"))
+	if code != exitUsage || !strings.Contains(stderr, "needs at least one manifest file, or --oracle") {
+		t.Errorf("run without a manifest: exit %d: %s", code, stderr)
+	}
+}

@@ -461,6 +461,7 @@ func TestTasksLoad(t *testing.T) {
 // that holds an endpoint's real API key would put the key in the trial
 // container: troupe run refuses it before anything starts.
 func TestRunRefusesARealKeyInTaskEnv(t *testing.T) {
+	root, _ := filepath.Abs("../..") // before isolate leaves this folder
 	dir := isolate(t)
 	t.Setenv("TROUPE_TEST_PROVIDER_KEY", "sk-real-key-never-in-a-container")
 	config := filepath.Join(dir, "troupe.yaml")
@@ -470,12 +471,11 @@ func TestRunRefusesARealKeyInTaskEnv(t *testing.T) {
 	write(t, filepath.Join(taskDir, "instruction.md"), "Do it.\n")
 	write(t, filepath.Join(taskDir, "environment", "Dockerfile"), "FROM busybox\n")
 	write(t, filepath.Join(taskDir, "tests", "test.sh"), "#!/bin/sh\n")
-	root, _ := filepath.Abs("../..")
 	code, _, errOut := troupe(t, "run", "--config", config, filepath.Join(root, "examples/manifests/solo.yaml"), "--tasks", taskDir)
 	if code != exitFailed || !strings.Contains(errOut, "takes ${TROUPE_TEST_PROVIDER_KEY}, the API key of endpoint prov") {
 		t.Errorf("exit %d: %s", code, errOut)
 	}
-	if strings.Contains(errOut, "sk-real-key") {
-		t.Error("the refusal quotes the key")
+	if strings.Contains(errOut, "sk-real-key") || strings.Contains(errOut, "is not valid") {
+		t.Errorf("the refusal quotes the key, or refuses something else too: %s", errOut)
 	}
 }

@@ -44,6 +44,14 @@ type runOptions struct {
 	multiplier   float64
 	readyTimeout time.Duration
 	strict       bool
+	rebuild      bool
+	network      trial.NetworkPolicy
+	// datasets are --dataset NAME@VERSION, read from registry.
+	datasets []string
+	registry string
+	// oracle adds the oracle condition (each task's solution/solve.sh);
+	// check reports per task whether it passed (troupe tasks check).
+	oracle, check bool
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -52,8 +60,8 @@ func newRunCmd(a *app) *cobra.Command {
 		Use:   "run MANIFEST... --tasks PATH...",
 		Short: "Run trials: every manifest on every task, in containers, with results on disk",
 		Long: `Run a job: each manifest (a roster) on each task, --attempts times, at most
---concurrency trials at once. A trial starts a container from the task's image (no
-network unless the task asks), launches the team inside it with troupe's reference
+--concurrency trials at once. A trial starts a container from the task's image (with
+the network its task asks for, as Harbor gives it; --network none takes it away), launches the team inside it with troupe's reference
 agent, posts the task to the orchestrator over the embedded relay, waits for its
 signed DONE: (or the deadline, a spent budget, or every agent exiting), sweeps every
 agent process, runs the task's tests/test.sh, and writes the trial's folder. Models are
@@ -81,11 +89,16 @@ run, 2 for a usage error.`,
 		Example: `  troupe run examples/manifests/team.yaml --tasks examples/tasks/hello-world
   troupe run solo.yaml team.yaml --tasks ~/datasets/tb2 --attempts 5 --concurrency 8 --out jobs/tb2
   troupe run team.yaml --tasks tasks/ --json | jq 'select(.type=="trial_finished")'`,
-		Args: minArgs(1, "at least one manifest file"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && !opts.oracle {
+				return errors.New(cmd.CommandPath() + " needs at least one manifest file, or --oracle")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.manifests = args
-			if len(opts.tasks) == 0 {
-				return &usageError{command: cmd.CommandPath(), err: errors.New("--tasks is required: a task folder (task.toml, instruction.md, environment/, tests/) or a folder of tasks")}
+			if len(opts.tasks) == 0 && len(opts.datasets) == 0 {
+				return &usageError{command: cmd.CommandPath(), err: errors.New("give tasks: --tasks PATH (a task folder with task.toml, instruction.md, environment/, tests/, or a folder of tasks), or --dataset NAME@VERSION (a registry's dataset: troupe datasets list)")}
 			}
 			if opts.attempts < 1 || opts.concurrency < 1 || opts.retries < 0 || opts.multiplier <= 0 {
 				return &usageError{command: cmd.CommandPath(), err: errors.New("--attempts and --concurrency must be at least 1, --retries at least 0, --timeout-multiplier above 0")}
@@ -94,11 +107,19 @@ run, 2 for a usage error.`,
 			if err != nil {
 				return err
 			}
+			if opts.network, err = a.networkPolicy(cmd); err != nil {
+				return err
+			}
+			if opts.registry, err = a.registry(cmd); err != nil {
+				return err
+			}
 			return runRun(cmd.Context(), a, opts, root, cfg, os.Args)
 		},
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&opts.tasks, "tasks", nil, "a task folder or a folder of tasks (repeat for more)")
+	f.StringArrayVar(&opts.datasets, "dataset", nil, "a dataset of the registry, NAME@VERSION (NAME alone: its newest), its tasks fetched at their pinned commits (repeat for more; troupe datasets list shows them)")
+	registryFlag(cmd)
 	f.IntVarP(&opts.attempts, "attempts", "k", 1, "trials per manifest and task")
 	f.IntVarP(&opts.concurrency, "concurrency", "n", 4, "trials running at once")
 	f.StringVarP(&opts.out, "out", "o", "", "the job folder (default jobs/job-<digest of the manifest and task paths>)")
@@ -107,8 +128,30 @@ run, 2 for a usage error.`,
 	f.Float64Var(&opts.multiplier, "timeout-multiplier", 1, "scale every phase's timeout (build, readiness, agent, verifier, teardown)")
 	f.DurationVar(&opts.readyTimeout, "ready-timeout", trial.DefaultLimits.Ready, "how long the agents have to authenticate and subscribe")
 	f.BoolVar(&opts.strict, "strict", false, "refuse tasks whose task.toml has keys Harbor does not define (by default: a warning, and they are ignored)")
+	f.BoolVar(&opts.rebuild, "rebuild", false, "build each task environment again, the engine's layer cache off, even when an image built from the same folder and base images exists (once per job; its trials share the build)")
+	f.BoolVar(&opts.oracle, "oracle", false, "also run the condition \"oracle\": each task's own solution/solve.sh in place of a team (Harbor's oracle agent); with no manifest, only it")
+	networkFlag(cmd)
 	artifactRootFlag(cmd)
 	return cmd
+}
+
+// networkFlag adds --network, which run and tasks check share.
+func networkFlag(cmd *cobra.Command) {
+	cmd.Flags().String("network", string(trial.NetworkTask), `"task": each phase gets the network its task asks (public, no-network, or an allowlist through troupe's proxy); "none": no trial gets any network`)
+}
+
+// networkPolicy resolves --network with troupe's precedence (the flag,
+// TROUPE_NETWORK, the config file's network).
+func (a *app) networkPolicy(cmd *cobra.Command) (trial.NetworkPolicy, error) {
+	v, err := a.settings(cmd, "network")
+	if err != nil {
+		return "", err
+	}
+	p, err := trial.ParseNetworkPolicy(v.GetString("network"))
+	if err != nil {
+		return "", &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--network (or TROUPE_NETWORK, or network: in the config file): %w", err)}
+	}
+	return p, nil
 }
 
 // refuseKeysInTaskEnv refuses a task whose [environment] env takes a value
@@ -151,8 +194,24 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 		}
 		errs = append(errs, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err))
 	}
+	if opts.oracle {
+		conds = append(conds, trial.OracleCondition())
+	}
+	// --dataset's tasks are folders in the cache, read as --tasks reads its own.
+	fetched, err := datasetTasks(ctx, a.stderr, opts.datasets, opts.registry)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	opts.tasks = append(opts.tasks, fetched...)
 	tasks, terr := task.Find(opts.tasks, task.Options{Strict: opts.strict})
 	errs = append(errs, terr, refuseKeysInTaskEnv(tasks, cfg))
+	if opts.oracle {
+		for _, t := range tasks {
+			if t.SolutionDir == "" {
+				errs = append(errs, fmt.Errorf("task %s has no solution/solve.sh: the oracle has nothing to run there", t.Dir))
+			}
+		}
+	}
 	for _, t := range tasks {
 		for _, w := range t.Warnings {
 			fmt.Fprintf(a.stderr, "warning: %s\n", w)
@@ -163,13 +222,18 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	}
 	out := opts.out
 	if out == "" {
-		out = defaultJobDir(opts.manifests, opts.tasks)
+		inputs := opts.manifests
+		if opts.oracle {
+			inputs = append(slices.Clone(inputs), "(oracle)")
+		}
+		out = defaultJobDir(inputs, opts.tasks)
 	}
 
 	rt, err := docker.New(ctx, shortVersion(), nil)
 	if err != nil {
 		return fmt.Errorf("%w\n(troupe doctor checks what trials need)", err)
 	}
+	rt.Rebuild = opts.rebuild
 	defer rt.Close()
 	if reaped, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{}); err != nil {
 		fmt.Fprintf(a.stderr, "warning: removing what dead troupe processes left: %v\n", err)
@@ -208,7 +272,7 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	jobID := filepath.Base(out) + "-" + fmt.Sprint(time.Now().Unix())
 	limits := trial.DefaultLimits
 	limits.Multiplier, limits.Ready = opts.multiplier, opts.readyTimeout
-	env := &trial.Env{Runtime: rt, Relay: rl, Gateway: gw, Binary: bin, JobID: jobID, Version: shortVersion(), Limits: limits}
+	env := &trial.Env{Runtime: rt, Relay: rl, Gateway: gw, Binary: bin, JobID: jobID, Version: shortVersion(), Limits: limits, Network: opts.network}
 
 	// The first signal cancels ctx (main's NotifyContext); a second one
 	// removes this job's containers at once and exits.
@@ -220,7 +284,8 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	signal.Ignore(syscall.SIGPIPE)
 	defer signal.Reset(syscall.SIGPIPE)
 
-	show := newProgress(a, opts.json)
+	// tasks check --json prints its own report on standard output.
+	show := newProgress(a, opts.json && !opts.check)
 	res, err := trial.RunJob(ctx, env, trial.JobSpec{
 		Dir: out, Conditions: conds, Tasks: tasks, Attempts: opts.attempts, Concurrency: opts.concurrency,
 		Retries: opts.retries, Command: argv,
@@ -228,6 +293,9 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	show.end()
 	if err != nil {
 		return err
+	}
+	if opts.check {
+		return printCheck(a, out, res, opts.json)
 	}
 	if !opts.json {
 		printSummary(a.stdout, out, res)

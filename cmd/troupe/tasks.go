@@ -2,13 +2,20 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/trial/outcome"
 )
 
 func newTasksCmd(a *app) *cobra.Command {
@@ -18,7 +25,7 @@ func newTasksCmd(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newTasksLoadCmd(a))
+	cmd.AddCommand(newTasksLoadCmd(a), newTasksCheckCmd(a))
 	return cmd
 }
 
@@ -114,4 +121,128 @@ func problemLines(err error) []string {
 		lines = append(lines, line)
 	}
 	return lines
+}
+
+func newTasksCheckCmd(a *app) *cobra.Command {
+	opts := runOptions{oracle: true, check: true, attempts: 1}
+	cmd := &cobra.Command{
+		Use:   "check PATH...",
+		Short: "Run each task's own solution (the oracle) and its tests, and say which tasks are broken and why",
+		Long: `Load, build and run the oracle on every task (a task folder, or a folder of tasks): a
+trial per task in which solution/solve.sh runs, as the task's agent user, in place of a
+team, and then the task's tests/test.sh. A task whose oracle does not pass is broken:
+its environment does not build, its healthcheck fails, its solution or its tests are
+wrong, or it needs what troupe does not give it. This is how to validate a dataset
+before spending on models, and how troupe's own support of a task set is measured.
+
+It is troupe run --oracle with one attempt, reported per task; the trial folders are
+kept under --out (default jobs/job-<digest>, like run's) and the same command resumes.
+Tasks without solution/solve.sh are refused before anything starts.
+
+Exit status: 0 when every task passes with its oracle, 1 when any is broken (or the
+check could not run), 2 for a usage error.`,
+		Example: `  troupe tasks check examples/tasks
+  troupe tasks check ~/datasets/terminal-bench-2 --concurrency 8 --timeout-multiplier 2
+  troupe tasks check tasks/ --json | jq -r 'select(.status == "broken") | .task'`,
+		Args: minArgs(1, "a task folder or a folder of tasks"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.tasks = args
+			if opts.concurrency < 1 || opts.retries < 0 || opts.multiplier <= 0 {
+				return &usageError{command: cmd.CommandPath(), err: errors.New("--concurrency must be at least 1, --retries at least 0, --timeout-multiplier above 0")}
+			}
+			_, cfg, err := a.artifactRoot(cmd)
+			if err != nil {
+				return err
+			}
+			if opts.network, err = a.networkPolicy(cmd); err != nil {
+				return err
+			}
+			opts.readyTimeout = trial.DefaultLimits.Ready
+			return runRun(cmd.Context(), a, opts, "", cfg, os.Args)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&opts.concurrency, "concurrency", "n", 4, "tasks checked at once")
+	f.StringVarP(&opts.out, "out", "o", "", "the job folder (default jobs/job-<digest of the task paths>)")
+	f.BoolVar(&opts.json, "json", false, "print one JSON object per task instead of the table")
+	f.IntVar(&opts.retries, "retries", 1, "reruns of a task whose check ended unscored_infra")
+	f.Float64Var(&opts.multiplier, "timeout-multiplier", 1, "scale every phase's timeout (build, agent, verifier, teardown)")
+	f.BoolVar(&opts.strict, "strict", false, "refuse tasks whose task.toml has keys Harbor does not define")
+	f.BoolVar(&opts.rebuild, "rebuild", false, "build each task environment again, the engine's layer cache off")
+	networkFlag(cmd)
+	return cmd
+}
+
+// checkReport is one task as tasks check reports it.
+type checkReport struct {
+	Task    string          `json:"task"`
+	Dir     string          `json:"dir"`
+	Status  string          `json:"status"` // ok, broken
+	Outcome outcome.Outcome `json:"outcome"`
+	Reward  *float64        `json:"reward"`
+	Why     string          `json:"why,omitempty"`
+	Trial   string          `json:"trial"`
+}
+
+// printCheck reports each task of an oracle job: ok when its oracle
+// passed, else broken and why.
+func printCheck(a *app, out string, res *trial.JobResult, asJSON bool) error {
+	var reports []checkReport
+	for _, name := range slices.Sorted(maps.Keys(res.Trials)) {
+		dir := filepath.Join(out, name)
+		r := checkReport{Task: name, Trial: dir, Status: "broken", Outcome: res.Trials[name]}
+		tr, err := trial.ReadResult(filepath.Join(dir, "result.json"))
+		if err != nil {
+			r.Why = "no result: " + err.Error()
+			reports = append(reports, r)
+			continue
+		}
+		r.Task, r.Dir, r.Reward = tr.TaskName, tr.TaskPath, tr.Reward
+		switch {
+		case tr.Outcome == outcome.Passed:
+			r.Status = "ok"
+		case tr.ExceptionInfo != nil:
+			r.Why = fmt.Sprintf("%s: %s", tr.ExceptionInfo.ExceptionType, firstLine(tr.ExceptionInfo.ExceptionMessage, 300))
+		case tr.Reward != nil:
+			r.Why = fmt.Sprintf("the solution scored %g; tests/test.sh said: %s", *tr.Reward, lastLine(filepath.Join(dir, "verifier", "test-stdout.txt")))
+		default:
+			r.Why = string(tr.Outcome)
+		}
+		reports = append(reports, r)
+	}
+	broken := 0
+	enc := json.NewEncoder(a.stdout)
+	for _, r := range reports {
+		if r.Status != "ok" {
+			broken++
+		}
+		if asJSON {
+			enc.Encode(r)
+			continue
+		}
+		fmt.Fprintf(a.stdout, "%-7s %s\n", r.Status, r.Task)
+		if r.Why != "" {
+			fmt.Fprintf(a.stdout, "        %s\n        (%s)\n", r.Why, r.Trial)
+		}
+	}
+	if !asJSON {
+		fmt.Fprintf(a.stdout, "%d tasks: %d pass with their own solution, %d broken; the trials are in %s\n", len(reports), len(reports)-broken, broken, out)
+	}
+	if broken > 0 {
+		return &reportedError{code: exitFailed}
+	}
+	return nil
+}
+
+// lastLine is the last line a file holds, for a reason in one line.
+func lastLine(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+		return clip.Tail(last, 300)
+	}
+	return "(nothing)"
 }

@@ -5,6 +5,7 @@ package docker
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -40,6 +41,12 @@ type Docker struct {
 	// prefix, then the binary's digest. Tests give theirs a prefix of their
 	// own so that they can remove them.
 	BinaryVolumePrefix string
+	// Rebuild, when true, builds each task environment again, the engine's
+	// layer cache off, the first time this process resolves it, even when
+	// an image built from the same inputs exists; later resolutions reuse
+	// that build. False reuses an image built from the same inputs. Set it
+	// before the first Image.
+	Rebuild bool
 
 	cli     *client.Client
 	owner   runtime.Owner
@@ -48,7 +55,11 @@ type Docker struct {
 
 	buildMu sync.Mutex
 	builds  map[string]*sync.Mutex // one build per environment digest at a time
+	rebuilt map[string]bool        // cache keys built again under Rebuild; guarded by buildMu
+	// onBuild, when set, is called before each build: a seam for tests.
+	onBuild func(tag string, noCache bool)
 	bins    binaryVolumes
+	jobNets jobNetworks
 }
 
 var _ runtime.Runtime = (*Docker)(nil)
@@ -78,8 +89,12 @@ func New(ctx context.Context, version string, logger *slog.Logger) (*Docker, err
 		bins: binaryVolumes{locks: map[string]*sync.Mutex{}}, BinaryVolumePrefix: DefaultBinaryVolumePrefix}, nil
 }
 
-// Close releases the connection to the engine.
-func (d *Docker) Close() error { return d.cli.Close() }
+// Close removes the job networks this process made and releases the
+// connection to the engine.
+func (d *Docker) Close() error {
+	err := d.endJobs(context.Background())
+	return errors.Join(err, d.cli.Close())
+}
 
 // Client is the underlying Engine API client, for checks beyond a trial's
 // needs (troupe doctor).
@@ -122,7 +137,8 @@ func nameFor(labels map[string]string) string {
 }
 
 // Create creates a container, with no network unless the spec asks for one;
-// a bridge network is created for it alone, labelled like it.
+// a bridge network is created for it alone, labelled like it. Services are
+// started first, on an internal network the container joins as "main".
 func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string, error) {
 	labels := d.labels(spec.Labels)
 	name := nameFor(labels)
@@ -151,15 +167,42 @@ func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string
 	switch spec.Network {
 	case "", runtime.NetworkNone:
 	case runtime.NetworkBridge:
-		resp, err := d.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: labels})
+		n, err := d.jobNetwork(ctx, labels[runtime.LabelJob])
 		if err != nil {
-			return "", fmt.Errorf("docker: create network for %s: %w", name, err)
+			return "", err
 		}
-		labels[labelNetwork] = resp.ID
-		host.NetworkMode = container.NetworkMode(name)
-		netConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{name: {}}}
+		labels[labelNetwork], labels[labelJobNetwork] = n.id, n.name
+		host.NetworkMode = container.NetworkMode(n.name)
+		netConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{n.name: {}}}
 	default:
 		return "", fmt.Errorf("docker: network mode %q is not %s or %s", spec.Network, runtime.NetworkNone, runtime.NetworkBridge)
+	}
+	// undo removes what Create made when it fails.
+	var svcs *services
+	undo := func(err error) error {
+		// A cancelled Create still removes what it made.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
+		defer cancel()
+		if svcs != nil {
+			err = errors.Join(err, d.removeServices(ctx, svcs.list(), svcs.netID))
+		}
+		if cerrdefs.IsNotFound(err) && labels[labelJobNetwork] != "" {
+			d.forget(labels[runtime.LabelJob], labels[labelNetwork])
+		}
+		return err
+	}
+	if len(spec.Services) > 0 {
+		ownNet := labels[labelJobNetwork]
+		var err error
+		if svcs, err = d.startServices(ctx, name, labels, spec, ownNet); err != nil {
+			return "", undo(err)
+		}
+		labels[labelServiceNetwork] = svcs.netID
+		labels[labelServices] = strings.Join(svcs.list(), ",")
+		// The services' network first: names resolve there before the
+		// job's network, where trials cannot reach each other.
+		host.NetworkMode = container.NetworkMode(svcs.netName)
+		netConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{svcs.netName: {Aliases: []string{mainAlias}}}}
 	}
 	cfg := &container.Config{
 		Image:      spec.Image,
@@ -173,11 +216,14 @@ func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string
 	}
 	resp, err := d.cli.ContainerCreate(ctx, cfg, host, netConfig, nil, name)
 	if err != nil {
-		err = fmt.Errorf("docker: create container from %s: %w", spec.Image, err)
-		if id := labels[labelNetwork]; id != "" {
-			err = errors.Join(err, d.removeNetwork(ctx, id))
+		return "", undo(fmt.Errorf("docker: create container from %s: %w", spec.Image, err))
+	}
+	if svcs != nil && labels[labelJobNetwork] != "" {
+		// The engine (API 1.41) attaches one network at create.
+		if err := d.cli.NetworkConnect(ctx, labels[labelNetwork], resp.ID, nil); err != nil {
+			err = fmt.Errorf("docker: connect the trial container to the internet: %w", err)
+			return "", undo(errors.Join(err, d.removeContainer(ctx, resp.ID)))
 		}
-		return "", err
 	}
 	return resp.ID, nil
 }
@@ -186,6 +232,39 @@ func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string
 func (d *Docker) Start(ctx context.Context, id string) error {
 	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return fmt.Errorf("docker: start container %s: %w", short(id), err)
+	}
+	return nil
+}
+
+// SetOnline connects the container to the network Create made for it, or
+// disconnects it; either is a no-op when it already is so. A container
+// created without a network cannot be given one.
+func (d *Docker) SetOnline(ctx context.Context, id string, online bool) error {
+	info, err := d.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return fmt.Errorf("docker: set the network of %s: %w", short(id), err)
+	}
+	netID := info.Config.Labels[labelNetwork]
+	if netID == "" {
+		return fmt.Errorf("docker: container %s was created without a network of its own (runtime.NetworkBridge): it cannot be put online", short(id))
+	}
+	// A container not yet started lists its network by name, its
+	// endpoint's ids still empty.
+	netName := cmp.Or(info.Config.Labels[labelJobNetwork], strings.TrimPrefix(info.Name, "/"))
+	attached := false
+	if info.NetworkSettings != nil {
+		for name, ep := range info.NetworkSettings.Networks {
+			attached = attached || ep.NetworkID == netID || name == netName
+		}
+	}
+	switch {
+	case online && !attached:
+		err = d.cli.NetworkConnect(ctx, netID, id, nil)
+	case !online && attached:
+		err = d.cli.NetworkDisconnect(ctx, netID, id, true)
+	}
+	if err != nil {
+		return fmt.Errorf("docker: put container %s %s: %w", short(id), map[bool]string{true: "online", false: "offline"}[online], err)
 	}
 	return nil
 }
@@ -321,24 +400,36 @@ func (d *Docker) Remove(ctx context.Context, r runtime.Resource) error {
 	defer cancel()
 	switch r.Kind {
 	case runtime.KindContainer:
-		netID := r.Labels[labelNetwork]
-		if netID == "" {
+		labels := r.Labels
+		if labels[labelNetwork] == "" && labels[labelServices] == "" {
 			if info, err := d.cli.ContainerInspect(ctx, r.ID); err == nil {
-				netID = info.Config.Labels[labelNetwork]
+				labels = info.Config.Labels
 			}
 		}
-		err := d.cli.ContainerRemove(ctx, r.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("docker: remove container %s: %w", short(r.ID), err)
+		if err := d.removeContainer(ctx, r.ID); err != nil {
+			return err
 		}
-		if netID != "" {
-			return d.removeNetwork(ctx, netID)
+		var errs []error
+		if ids := labels[labelServices]; ids != "" || labels[labelServiceNetwork] != "" {
+			errs = append(errs, d.removeServices(ctx, strings.Split(ids, ","), labels[labelServiceNetwork]))
 		}
-		return nil
+		if netID := labels[labelNetwork]; netID != "" && labels[labelJobNetwork] == "" {
+			// A container of an older troupe, with a network of its own.
+			errs = append(errs, d.removeNetwork(ctx, netID))
+		}
+		return errors.Join(errs...)
 	case runtime.KindNetwork:
 		return d.removeNetwork(ctx, r.ID)
 	}
 	return fmt.Errorf("docker: cannot remove a %s", r.Kind)
+}
+
+func (d *Docker) removeContainer(ctx context.Context, id string) error {
+	err := d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("docker: remove container %s: %w", short(id), err)
+	}
+	return nil
 }
 
 func (d *Docker) removeNetwork(ctx context.Context, id string) error {

@@ -2,7 +2,10 @@ package docker
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -21,9 +25,22 @@ import (
 	"github.com/troupebench/troupe/runtime"
 )
 
-// ImageTagPrefix names built task environments: troupe-env:<digest>, so an
-// unchanged environment folder is built once.
+// ImageTagPrefix names built task environments: troupe-env:<key>, where the
+// key digests the environment folder and the image IDs of the base images
+// its Dockerfile names, so an environment is built once per set of inputs.
 const ImageTagPrefix = "troupe-env:"
+
+// Labels on a built task environment.
+const (
+	// LabelEnvironment is the digest of the environment folder.
+	LabelEnvironment = "troupe.environment"
+	// LabelCacheKey is the digest of all the build's inputs: the folder and
+	// the image IDs of its bases. The image's tag is made from it.
+	LabelCacheKey = "troupe.cache-key"
+	// LabelUncached, when present, says why the image is not reused: it
+	// is built each time the environment is resolved.
+	LabelUncached = "troupe.uncached"
+)
 
 // BuildError is a failed image build: the step that failed and the end of
 // its output.
@@ -51,15 +68,19 @@ func (e *BuildError) Unwrap() error { return e.Err }
 var ErrImageUnavailable = errors.New("image not available")
 
 // Image resolves an image: a local one, else a pull, else a build of the
-// spec's folder under a content-addressed tag, one build per digest at a time.
+// spec's folder. A build is tagged with a key of its inputs (the folder and
+// the IDs of its base images) and reused while they stay the same; one
+// build per folder runs at a time. With Rebuild, the first resolution of
+// each key in this process builds again.
 func (d *Docker) Image(ctx context.Context, spec runtime.ImageSpec) (runtime.Image, error) {
-	ref, err := d.resolve(ctx, spec)
+	ref, info, err := d.resolve(ctx, spec)
 	if err != nil {
 		return runtime.Image{}, err
 	}
-	info, err := d.cli.ImageInspect(ctx, ref)
-	if err != nil {
-		return runtime.Image{}, fmt.Errorf("docker: inspect image %s: %w", ref, err)
+	if info.ID == "" {
+		if info, err = d.cli.ImageInspect(ctx, ref); err != nil {
+			return runtime.Image{}, fmt.Errorf("docker: inspect image %s: %w", ref, err)
+		}
 	}
 	img := runtime.Image{Ref: ref}
 	if info.Config != nil {
@@ -68,23 +89,25 @@ func (d *Docker) Image(ctx context.Context, spec runtime.ImageSpec) (runtime.Ima
 	return img, nil
 }
 
-func (d *Docker) resolve(ctx context.Context, spec runtime.ImageSpec) (string, error) {
+// resolve returns the image's reference and, when it has it already, its
+// inspection.
+func (d *Docker) resolve(ctx context.Context, spec runtime.ImageSpec) (string, image.InspectResponse, error) {
 	var pullErr error
 	if spec.Image != "" {
-		if d.exists(ctx, spec.Image) {
-			return spec.Image, nil
+		if info, err := d.cli.ImageInspect(ctx, spec.Image); err == nil {
+			return spec.Image, info, nil
 		}
 		if pullErr = d.pull(ctx, spec.Image); pullErr == nil {
-			return spec.Image, nil
+			return spec.Image, image.InspectResponse{}, nil
 		}
 		if spec.BuildDir == "" {
-			return "", fmt.Errorf("docker: image %s: %w: it is not on this engine and cannot be pulled (%v); with no registry reachable, load it (docker load -i image.tar) or build it, or give the task an environment/Dockerfile", spec.Image, ErrImageUnavailable, pullErr)
+			return "", image.InspectResponse{}, fmt.Errorf("docker: image %s: %w: it is not on this engine and cannot be pulled (%v); with no registry reachable, load it (docker load -i image.tar) or build it, or give the task an environment/Dockerfile", spec.Image, ErrImageUnavailable, pullErr)
 		}
 	}
 	if spec.BuildDir == "" {
-		return "", fmt.Errorf("docker: %w: the task names no image and no environment to build", ErrImageUnavailable)
+		return "", image.InspectResponse{}, fmt.Errorf("docker: %w: the task names no image and no environment to build", ErrImageUnavailable)
 	}
-	return d.build(ctx, spec.BuildDir)
+	return d.build(ctx, spec.BuildDir, spec.Dockerfile)
 }
 
 func (d *Docker) exists(ctx context.Context, ref string) bool {
@@ -101,15 +124,27 @@ func (d *Docker) pull(ctx context.Context, ref string) error {
 	return jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil)
 }
 
-func (d *Docker) build(ctx context.Context, dir string) (string, error) {
-	if _, err := os.Stat(filepath.Join(dir, "Dockerfile")); err != nil {
-		return "", fmt.Errorf("docker: %w: %s has no Dockerfile", ErrImageUnavailable, dir)
+// build builds an environment folder with the Dockerfile of that name in
+// it ("" is Dockerfile), or finds it built from the same inputs, and
+// returns its tag and inspection.
+func (d *Docker) build(ctx context.Context, dir, name string) (string, image.InspectResponse, error) {
+	var none image.InspectResponse
+	name = cmp.Or(name, "Dockerfile")
+	if !filepath.IsLocal(name) {
+		return "", none, fmt.Errorf("docker: %w: the Dockerfile %s is not a file inside %s", ErrImageUnavailable, name, dir)
+	}
+	dockerfile, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return "", none, fmt.Errorf("docker: %w: %s has no %s", ErrImageUnavailable, dir, name)
 	}
 	digest, err := runtime.DirDigest(dir)
 	if err != nil {
-		return "", fmt.Errorf("docker: %w", err)
+		return "", none, fmt.Errorf("docker: %w", err)
 	}
-	tag := ImageTagPrefix + digest[:24]
+	if name != "Dockerfile" {
+		// One folder, two Dockerfiles: two images.
+		digest += ":" + filepath.ToSlash(name)
+	}
 	d.buildMu.Lock()
 	mu, ok := d.builds[digest]
 	if !ok {
@@ -119,29 +154,123 @@ func (d *Docker) build(ctx context.Context, dir string) (string, error) {
 	d.buildMu.Unlock()
 	mu.Lock()
 	defer mu.Unlock()
-	if d.exists(ctx, tag) {
-		return tag, nil
+
+	key, bases, uncached := d.cacheKey(ctx, digest, dockerfile)
+	tag := ImageTagPrefix + key[:24]
+	labels := map[string]string{runtime.LabelVersion: d.version, LabelEnvironment: digest, LabelCacheKey: key}
+	if uncached != nil {
+		// Reusing an image here would be a guess: build, and let the
+		// engine's layer cache make an unchanged build cheap.
+		labels[LabelUncached] = uncached.Error()
+		d.logger.Warn("docker: the environment's base images are not all known; it is built each time", "dir", dir, "reason", uncached)
+	}
+	d.buildMu.Lock()
+	fresh := d.Rebuild && !d.rebuilt[key]
+	d.buildMu.Unlock()
+	old, _ := d.cli.ImageInspect(ctx, tag)
+	if uncached == nil && !fresh && old.ID != "" {
+		return tag, old, nil
+	}
+	d.logger.Info("docker: building environment", "dir", dir, "tag", tag, "bases", bases, "rebuild", fresh)
+	if d.onBuild != nil {
+		d.onBuild(tag, fresh)
 	}
 	pr, pw := io.Pipe()
 	var wg sync.WaitGroup
 	wg.Go(func() { pw.CloseWithError(tarDir(pw, dir)) })
 	resp, err := d.cli.ImageBuild(ctx, pr, build.ImageBuildOptions{
-		Tags: []string{tag}, Labels: map[string]string{runtime.LabelVersion: d.version, "troupe.environment": digest},
+		Tags: []string{tag}, Labels: labels, Dockerfile: filepath.ToSlash(name),
+		// A rebuild runs every step again; the base is the local image the
+		// key was made from, not a newer one from a registry.
+		NoCache: fresh, PullParent: false,
 		Remove: true, ForceRemove: true, Version: build.BuilderV1,
 	})
 	if err != nil {
 		pr.CloseWithError(err)
 		wg.Wait()
-		return "", &BuildError{Dir: dir, Err: err}
+		return "", none, &BuildError{Dir: dir, Err: err}
 	}
 	berr := readBuild(dir, resp.Body)
 	resp.Body.Close()
 	pr.CloseWithError(errors.New("build ended"))
 	wg.Wait()
 	if berr != nil {
-		return "", berr
+		return "", none, berr
 	}
-	return tag, nil
+	built, err := d.cli.ImageInspect(ctx, tag)
+	if err != nil {
+		return "", none, fmt.Errorf("docker: inspect the image built from %s: %w", dir, err)
+	}
+	if fresh {
+		d.buildMu.Lock()
+		if d.rebuilt == nil {
+			d.rebuilt = map[string]bool{}
+		}
+		d.rebuilt[key] = true
+		d.buildMu.Unlock()
+	}
+	if old.ID != "" && old.ID != built.ID {
+		d.removeReplaced(ctx, tag, old.ID)
+	}
+	return tag, built, nil
+}
+
+// removeReplaced removes the image a build took the tag from, when nothing
+// else holds it: no other tag, no container. One still in use stays.
+func (d *Docker) removeReplaced(ctx context.Context, tag, oldID string) {
+	_, err := d.cli.ImageRemove(ctx, oldID, image.RemoveOptions{PruneChildren: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		d.logger.Warn("docker: remove the image a rebuild replaced", "image", short(strings.TrimPrefix(oldID, "sha256:")), "tag", tag, "err", err)
+	}
+}
+
+// cacheKey digests what a build of an environment depends on: the folder
+// (its digest) and the image ID of every base image its Dockerfile names.
+// A base that is not local is pulled first. uncached, when not nil, says
+// why the key cannot stand for the build's inputs (a FROM that cannot be
+// read statically, a base that is nowhere to be found): the environment
+// is then built every time.
+func (d *Docker) cacheKey(ctx context.Context, digest string, dockerfile []byte) (key string, bases []string, uncached error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "troupe-env/2\x00%s\x00", digest)
+	refs, err := baseImages(dockerfile)
+	if err != nil {
+		fmt.Fprint(h, "uncached\x00")
+		return hex.EncodeToString(h.Sum(nil)), nil, err
+	}
+	var errs []error
+	for _, ref := range refs {
+		id, err := d.baseID(ctx, ref.Ref)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("line %d: base image %s: %w", ref.Line, ref.Ref, err))
+			continue
+		}
+		bases = append(bases, ref.Ref+"="+short(strings.TrimPrefix(id, "sha256:")))
+		fmt.Fprintf(h, "%s\x00%s\x00", ref.Ref, id)
+	}
+	if len(errs) > 0 {
+		fmt.Fprint(h, "uncached\x00")
+		return hex.EncodeToString(h.Sum(nil)), bases, errors.Join(errs...)
+	}
+	return hex.EncodeToString(h.Sum(nil)), bases, nil
+}
+
+// baseID is a base image's ID, pulling the image when it is not local.
+func (d *Docker) baseID(ctx context.Context, ref string) (string, error) {
+	info, err := d.cli.ImageInspect(ctx, ref)
+	if err == nil {
+		return info.ID, nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return "", err
+	}
+	if perr := d.pull(ctx, ref); perr != nil {
+		return "", fmt.Errorf("%w: not on this engine, and the pull failed: %w", ErrImageUnavailable, perr)
+	}
+	if info, err = d.cli.ImageInspect(ctx, ref); err != nil {
+		return "", err
+	}
+	return info.ID, nil
 }
 
 // readBuild follows the build's message stream: a failing build reports its
@@ -228,4 +357,267 @@ func (d *Docker) RemoveImage(ctx context.Context, ref string) error {
 		return fmt.Errorf("docker: remove image %s: %w", ref, err)
 	}
 	return nil
+}
+
+// baseImage is an image a Dockerfile's FROM names, its build arguments
+// expanded.
+type baseImage struct {
+	Line int // where its FROM starts, from 1
+	Ref  string
+}
+
+// errNotStatic means a FROM's image depends on something only the build
+// knows: a build argument without a default, an undeclared variable, a
+// form of expansion this reader does not follow.
+var errNotStatic = errors.New("the image cannot be known before the build")
+
+// baseImages reads a Dockerfile's FROM instructions and returns the images
+// they name, in order and once each: FROM [--flag=…]… image [AS name],
+// keywords in any case, lines continued with the escape character (\, or
+// the one an "# escape=" directive sets), comments skipped. scratch and
+// FROMs naming an earlier stage are left out. Build arguments declared
+// before the first FROM are expanded with their defaults ($NAME, ${NAME},
+// ${NAME:-word}, ${NAME:+word} and the forms without the colon). A FROM
+// whose image cannot be known statically gives an error that names its
+// line (errNotStatic); the other FROMs are still returned.
+func baseImages(dockerfile []byte) ([]baseImage, error) {
+	escape := '\\'
+	text := strings.TrimPrefix(string(dockerfile), "\ufeff")
+	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	// Parser directives are the comments "# key=value" at the very top;
+	// any other line, an empty one included, ends them.
+	for _, line := range lines {
+		m := directive.FindStringSubmatch(line)
+		if m == nil {
+			break
+		}
+		if strings.EqualFold(m[1], "escape") && (m[2] == "`" || m[2] == "\\") {
+			escape = rune(m[2][0])
+		}
+	}
+	args := map[string]argValue{}
+	stages := map[string]bool{}
+	seen := map[string]bool{}
+	var out []baseImage
+	var errs []error
+	sawFrom := false
+	instruction := func(start int, text string) {
+		words := splitWords(text, escape)
+		if len(words) == 0 {
+			return
+		}
+		switch strings.ToLower(words[0]) {
+		case "arg":
+			if sawFrom {
+				return // a stage's own argument: FROMs cannot use it
+			}
+			for _, w := range words[1:] {
+				name, value, hasValue := strings.Cut(w, "=")
+				if !hasValue {
+					args[name] = argValue{err: fmt.Errorf("ARG %s has no default: %w", name, errNotStatic)}
+					continue
+				}
+				v, err := expandWord(value, escape, args)
+				args[name] = argValue{value: v, err: err}
+			}
+		case "from":
+			sawFrom = true
+			rest := words[1:]
+			for len(rest) > 0 && strings.HasPrefix(rest[0], "--") {
+				rest = rest[1:]
+			}
+			if len(rest) == 0 {
+				errs = append(errs, fmt.Errorf("line %d: FROM names no image: %w", start, errNotStatic))
+				return
+			}
+			if len(rest) >= 3 && strings.EqualFold(rest[1], "as") {
+				defer func() { stages[strings.ToLower(rest[2])] = true }()
+			}
+			ref, err := expandWord(rest[0], escape, args)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("line %d: FROM %s: %w", start, rest[0], err))
+			case ref == "":
+				errs = append(errs, fmt.Errorf("line %d: FROM %s is empty: %w", start, rest[0], errNotStatic))
+			case strings.EqualFold(ref, "scratch"), stages[strings.ToLower(ref)]:
+			case !seen[ref]:
+				seen[ref] = true
+				out = append(out, baseImage{Line: start, Ref: ref})
+			}
+		}
+	}
+	var instr strings.Builder
+	start := 0
+	for i, line := range lines {
+		trimmed := strings.TrimSpace(line)
+		// Comment lines and, inside a continued instruction, empty ones are
+		// skipped without ending it.
+		if trimmed == "" || trimmed[0] == '#' {
+			continue
+		}
+		if instr.Len() == 0 {
+			start = i + 1
+		}
+		body := strings.TrimRight(line, " \t\r")
+		if cont, ok := strings.CutSuffix(body, string(escape)); ok {
+			instr.WriteString(cont)
+			continue
+		}
+		instr.WriteString(body)
+		instruction(start, instr.String())
+		instr.Reset()
+	}
+	if instr.Len() > 0 {
+		instruction(start, instr.String())
+	}
+	return out, errors.Join(errs...)
+}
+
+// directive is a parser directive line: # key=value.
+var directive = regexp.MustCompile(`^#\s*([a-zA-Z][a-zA-Z0-9]*)\s*=\s*(.+?)\s*$`)
+
+// argValue is a global build argument: its default, expanded, or why it
+// has none that can be known.
+type argValue struct {
+	value string
+	err   error
+}
+
+// splitWords splits an instruction into words at blanks outside quotes,
+// keeping quotes and escapes for expandWord.
+func splitWords(s string, escape rune) []string {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	var quote rune
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch {
+		case quote == 0 && (r == ' ' || r == '\t'):
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+			continue
+		case r == escape && quote != '\'' && i+1 < len(rs):
+			w.WriteRune(r)
+			i++
+			r = rs[i]
+		case quote == 0 && (r == '"' || r == '\''):
+			quote = r
+		case r == quote:
+			quote = 0
+		}
+		w.WriteRune(r)
+		inWord = true
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// expandWord does what the builder does to a FROM's image or an ARG's
+// default: quotes removed, escapes resolved, variables replaced by build
+// arguments' defaults. A variable with no known value, or an expansion
+// beyond ${NAME[:]-word} and ${NAME[:]+word}, is an error (errNotStatic).
+func expandWord(word string, escape rune, args map[string]argValue) (string, error) {
+	var out strings.Builder
+	rs := []rune(word)
+	var quote rune
+	lookup := func(name string) (string, error) {
+		a, ok := args[name]
+		if !ok {
+			return "", fmt.Errorf("%s is not a build argument declared before the first FROM: %w", name, errNotStatic)
+		}
+		if a.err != nil {
+			return "", a.err
+		}
+		return a.value, nil
+	}
+	isName := func(r rune) bool {
+		return r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+	}
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch {
+		case r == escape && quote != '\'' && i+1 < len(rs):
+			i++
+			out.WriteRune(rs[i])
+		case quote == 0 && (r == '"' || r == '\''):
+			quote = r
+		case r == quote:
+			quote = 0
+		case r == '$' && quote != '\'' && i+1 < len(rs) && rs[i+1] == '{':
+			end, depth := i+2, 1
+			for ; end < len(rs); end++ {
+				if rs[end] == '$' && end+1 < len(rs) && rs[end+1] == '{' {
+					depth++
+				} else if rs[end] == '}' {
+					if depth--; depth == 0 {
+						break
+					}
+				}
+			}
+			if end == len(rs) {
+				return "", fmt.Errorf("a ${ without its }: %w", errNotStatic)
+			}
+			expr := string(rs[i+2 : end])
+			i = end
+			n := 0
+			for n < len(expr) && isName(rune(expr[n])) {
+				n++
+			}
+			name, op := expr[:n], expr[n:]
+			if name == "" {
+				return "", fmt.Errorf("${%s}: %w", expr, errNotStatic)
+			}
+			v, err := lookup(name)
+			if err != nil {
+				return "", err
+			}
+			// Every known argument is set; ":-" and ":+" also ask whether
+			// it is empty.
+			colon := strings.HasPrefix(op, ":")
+			switch {
+			case op == "":
+				out.WriteString(v)
+			case strings.HasPrefix(strings.TrimPrefix(op, ":"), "-"):
+				if colon && v == "" {
+					w, err := expandWord(strings.TrimPrefix(op, ":")[1:], escape, args)
+					if err != nil {
+						return "", err
+					}
+					v = w
+				}
+				out.WriteString(v)
+			case strings.HasPrefix(strings.TrimPrefix(op, ":"), "+"):
+				if !colon || v != "" {
+					w, err := expandWord(strings.TrimPrefix(op, ":")[1:], escape, args)
+					if err != nil {
+						return "", err
+					}
+					out.WriteString(w)
+				}
+			default:
+				return "", fmt.Errorf("${%s}: this form of expansion is not followed: %w", expr, errNotStatic)
+			}
+		case r == '$' && quote != '\'' && i+1 < len(rs) && isName(rs[i+1]):
+			end := i + 1
+			for end < len(rs) && isName(rs[end]) {
+				end++
+			}
+			v, err := lookup(string(rs[i+1 : end]))
+			if err != nil {
+				return "", err
+			}
+			out.WriteString(v)
+			i = end - 1
+		default:
+			out.WriteRune(r)
+		}
+	}
+	return out.String(), nil
 }

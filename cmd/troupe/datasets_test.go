@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/troupebench/troupe/task"
+)
+
+// datasetRepo commits the files into a new git repository (made with
+// go-git) and returns its folder and the commit.
+func datasetRepo(t *testing.T, files map[string]string) (dir, commit string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "repo")
+	r, err := git.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		write(t, filepath.Join(dir, name), body)
+	}
+	wt, err := r.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	sig := &object.Signature{Name: "t", Email: "t@troupe.invalid", When: time.Unix(1e9, 0)}
+	h, err := wt.Commit("tasks", &git.CommitOptions{Author: sig, Committer: sig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, h.String()
+}
+
+// datasetRegistry writes a registry.json whose datasets' tasks are paths at
+// the commit of url.
+func datasetRegistry(t *testing.T, dir, url, commit string, datasets map[string][]string) string {
+	t.Helper()
+	var list []map[string]any
+	for ref, paths := range datasets {
+		name, version, _ := strings.Cut(ref, "@")
+		var tasks []map[string]string
+		for _, p := range paths {
+			tasks = append(tasks, map[string]string{"name": filepath.Base(p), "git_url": url, "git_commit_id": commit, "path": p})
+		}
+		list = append(list, map[string]any{"name": name, "version": version, "description": "The " + name + " tasks,\nversion " + version, "tasks": tasks})
+	}
+	data, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "registry.json")
+	write(t, p, string(data))
+	return p
+}
+
+func harborTask(files map[string]string, dir string) {
+	files[dir+"/task.toml"] = "version = \"1.0\"\n"
+	files[dir+"/instruction.md"] = "Say hello.\n"
+	files[dir+"/environment/Dockerfile"] = "FROM busybox:latest\n"
+	files[dir+"/tests/test.sh"] = "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n"
+}
+
+func TestDatasetsList(t *testing.T) {
+	dir := isolate(t)
+	reg := datasetRegistry(t, dir, "https://example.invalid/tasks.git", strings.Repeat("a", 40), map[string][]string{
+		"terminal-bench@2.0":  {"a", "b", "c"},
+		"terminal-bench@head": {"a"},
+		"terminal-bench@1.10": {"a", "b"},
+		"hello-world@1.0":     {"hello"},
+	})
+	code, out, errOut := troupe(t, "datasets", "list", "--registry", reg)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := []string{
+		"NAME            VERSION  TASKS  DESCRIPTION",
+		"hello-world     1.0      1      The hello-world tasks,",
+		"terminal-bench  1.10     2      The terminal-bench tasks,",
+		"terminal-bench  2.0      3      The terminal-bench tasks,",
+		"terminal-bench  head     1      The terminal-bench tasks,",
+		"4 datasets in " + reg + "; troupe run MANIFEST --dataset NAME@VERSION runs one",
+	}
+	if got := strings.Split(strings.TrimSpace(out), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
+	}
+
+	// $TROUPE_REGISTRY names it too; --json prints one object a dataset.
+	t.Setenv("TROUPE_REGISTRY", reg)
+	code, out, errOut = troupe(t, "datasets", "list", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var first datasetSummary
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || len(lines) != 4 {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if first != (datasetSummary{Name: "hello-world", Version: "1.0", Tasks: 1, Description: "The hello-world tasks,\nversion 1.0"}) {
+		t.Errorf("got %+v", first)
+	}
+
+	// The config file's registry, relative to the file, is the last word.
+	t.Setenv("TROUPE_REGISTRY", "")
+	cfgDir := filepath.Join(dir, "conf")
+	rel, _ := filepath.Rel(cfgDir, reg)
+	write(t, filepath.Join(cfgDir, "troupe.yaml"), "registry: "+rel+"\n")
+	code, out, errOut = troupe(t, "datasets", "list", "--config", filepath.Join(cfgDir, "troupe.yaml"))
+	if code != exitOK || !strings.Contains(out, "4 datasets in "+reg) {
+		t.Errorf("registry from the config file: exit %d: %s%s", code, out, errOut)
+	}
+
+	code, _, errOut = troupe(t, "datasets", "list", "--registry", filepath.Join(dir, "none.json"))
+	if code != exitFailed || !strings.Contains(errOut, "none.json: open") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+	write(t, reg, "[{\"name\": \"x\",\n \"version\": 1}]")
+	code, _, errOut = troupe(t, "datasets", "list", "--registry", reg)
+	if code != exitFailed || !strings.Contains(errOut, reg+":2:13: version must be a string") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+	if code, out, _ := troupe(t, "datasets", "list", "--help"); code != exitOK || !strings.Contains(out, "troupe run team.yaml --dataset terminal-bench@2.0") {
+		t.Errorf("--help: %d %q", code, out)
+	}
+}
+
+func TestDatasetsResolveForRun(t *testing.T) {
+	dir := isolate(t)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	files := map[string]string{}
+	harborTask(files, "tasks/hello")
+	harborTask(files, "tasks/world")
+	repo, commit := datasetRepo(t, files)
+	reg := datasetRegistry(t, dir, repo, commit, map[string][]string{
+		"demo@1.0": {"tasks/hello", "tasks/world"},
+		"demo@0.9": {"tasks/hello"},
+	})
+	var stderr bytes.Buffer
+	dirs, err := datasetTasks(t.Context(), &stderr, []string{"demo", "demo@1.0"}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) != 2 || !strings.HasPrefix(dirs[0], filepath.Join(dir, "cache", "troupe", "datasets", "tasks")) {
+		t.Fatalf("got %q", dirs)
+	}
+	if !strings.Contains(stderr.String(), "dataset demo@1.0: 2 tasks at pinned commits, from "+reg) {
+		t.Errorf("stderr:\n%s", &stderr)
+	}
+	tasks, err := task.Find(dirs, task.Options{})
+	if err != nil || len(tasks) != 2 || tasks[0].Name != "hello" || tasks[1].Name != "world" {
+		t.Fatalf("%v: %v", tasks, err)
+	}
+}
+
+func TestDatasetsRunRefusals(t *testing.T) {
+	solo := repoPath(t, "examples/manifests/solo.yaml") // before isolate changes the folder
+	dir := isolate(t)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	files := map[string]string{}
+	harborTask(files, "tasks/hello")
+	files["tasks/broken/task.toml"] = "version = \"1.0\"\n" // and nothing else
+	repo, commit := datasetRepo(t, files)
+	reg := datasetRegistry(t, dir, repo, commit, map[string][]string{
+		"terminal-bench@2.0": {"tasks/hello"},
+		"broken@1":           {"tasks/broken"},
+	})
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"no tasks", []string{solo}, exitUsage, []string{"--tasks PATH", "--dataset NAME@VERSION"}},
+		{"unknown dataset", []string{solo, "--dataset", "terminal-bnech@2.0", "--registry", reg}, exitFailed,
+			[]string{`--dataset terminal-bnech@2.0: no dataset is named "terminal-bnech" in ` + reg + "; did you mean terminal-bench?"}},
+		{"unknown version", []string{solo, "--dataset", "terminal-bench@3", "--registry", reg}, exitFailed,
+			[]string{"dataset terminal-bench has no version \"3\" in " + reg + "; it has 2.0"}},
+		{"no registry", []string{solo, "--dataset", "x@1", "--registry", filepath.Join(dir, "none.json")}, exitFailed,
+			[]string{"none.json: open"}},
+		// The dataset's folders reach the task loader, which refuses
+		// the broken one before any container starts.
+		{"a dataset's task is loaded as --tasks loads its own", []string{solo, "--dataset", "broken@1", "--registry", reg}, exitFailed,
+			[]string{filepath.Join(dir, "cache", "troupe", "datasets", "tasks"), "broken/instruction.md"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := troupe(t, append([]string{"run"}, tc.args...)...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d: %s", code, tc.code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("want %q in:\n%s", w, errOut)
+				}
+			}
+			if strings.Contains(errOut, solo) {
+				t.Errorf("the manifest is valid:\n%s", errOut)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jobs")); err == nil {
+		t.Error("a refused run made a job folder")
+	}
+}

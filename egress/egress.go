@@ -1,0 +1,330 @@
+// Package egress is the allowlist proxy: for a task whose network_mode is
+// "allowlist", the trial container keeps no network, and its only way to
+// the hosts the task allows is this HTTP(S) proxy on the host, reached
+// through the trial's tunnel. It lets through CONNECT to an allowed host
+// name and plain HTTP requests for one, refuses everything else with 403,
+// and counts both, so that a trial's record says what its agents tried.
+//
+// Hosts are matched by name, as the client gave them: "pypi.org" matches
+// that name only, "*.example.com" its subdomains (not example.com itself).
+// An IP address matches only when it is listed as such. The default dialer
+// refuses loopback, link-local and unspecified destinations whatever name
+// led there, so an allowed name cannot be pointed at the host's own
+// services or a cloud metadata endpoint.
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// maxRefusedListed bounds how many distinct refused hosts are kept by name;
+// the rest are counted together.
+const maxRefusedListed = 100
+
+// DialFunc opens a connection to an upstream. Tests give one that reaches
+// a local server; the default refuses local destinations (see the package
+// documentation).
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Stats is what a proxy let through and refused: the trial's record.
+type Stats struct {
+	// Allowed counts requests and tunnels to allowed hosts.
+	Allowed int `json:"allowed"`
+	// Refused counts refusals by host (port left out); hosts past the
+	// first 100 distinct ones are counted under "(others)".
+	Refused map[string]int `json:"refused"`
+	// Failed counts allowed requests whose upstream could not be reached.
+	Failed int `json:"failed"`
+}
+
+// Proxy is one trial's allowlist proxy. Create it with New, serve it with
+// Start, end it with Close.
+type Proxy struct {
+	hosts []string
+	dial  DialFunc
+	log   *slog.Logger
+
+	srv *http.Server
+	ln  net.Listener
+	wg  sync.WaitGroup
+	// ctx ends the tunnels of CONNECT requests when the proxy closes.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	stats   Stats
+	closed  bool
+	tunnels sync.WaitGroup // CONNECT tunnels being spliced
+}
+
+// New makes a proxy that allows hosts (lower case names, "*.suffix"
+// wildcards). dial nil is the default dialer; log nil discards.
+func New(hosts []string, dial DialFunc, log *slog.Logger) *Proxy {
+	if dial == nil {
+		dial = defaultDial
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{hosts: slices.Clone(hosts), dial: dial, log: log, ctx: ctx, cancel: cancel, stats: Stats{Refused: map[string]int{}}}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	return p
+}
+
+// Start listens on a free port of the host's loopback and serves there
+// until Close. Addr says where.
+func (p *Proxy) Start() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("egress: listen: %w", err)
+	}
+	p.ln = ln
+	p.wg.Go(func() {
+		if err := p.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Error("egress proxy stopped", "err", err)
+		}
+	})
+	return nil
+}
+
+// Addr is the host:port the proxy listens on.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Close stops the proxy, ends its open tunnels and waits for them.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	err := p.srv.Close()
+	p.wg.Wait()
+	p.tunnels.Wait()
+	return err
+}
+
+// Stats returns a copy of the counts so far.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{Allowed: p.stats.Allowed, Refused: maps.Clone(p.stats.Refused), Failed: p.stats.Failed}
+}
+
+func (p *Proxy) count(host string, allowed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case allowed:
+		p.stats.Allowed++
+	case p.stats.Refused[host] > 0 || len(p.stats.Refused) < maxRefusedListed:
+		p.stats.Refused[host]++
+	default:
+		p.stats.Refused["(others)"]++
+	}
+}
+
+func (p *Proxy) failed() {
+	p.mu.Lock()
+	p.stats.Failed++
+	p.mu.Unlock()
+}
+
+// Allowed reports whether host (a name or an address, without a port) is
+// one the proxy lets through.
+func (p *Proxy) Allowed(host string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Match(p.hosts, host)
+}
+
+// SetHosts replaces the allowed hosts, for the next phase of a trial;
+// tunnels already open stay open.
+func (p *Proxy) SetHosts(hosts []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hosts = slices.Clone(hosts)
+}
+
+// Match reports whether host matches one of the patterns: an exact name,
+// or "*.suffix" for any name below suffix. Names compare case-insensitively
+// and without a trailing dot.
+func Match(patterns []string, host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "" {
+		return false
+	}
+	for _, pat := range patterns {
+		pat = strings.TrimSuffix(strings.ToLower(pat), ".")
+		if suffix, ok := strings.CutPrefix(pat, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) && len(host) > len(suffix)+1 {
+				return true
+			}
+			continue
+		}
+		if host == pat {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeHTTP handles CONNECT host:port and absolute-form HTTP requests.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodConnect {
+		p.connect(w, req)
+		return
+	}
+	if req.URL.Host == "" || req.URL.Scheme != "http" {
+		http.Error(w, "troupe egress proxy: send absolute http:// requests or CONNECT", http.StatusBadRequest)
+		return
+	}
+	host := req.URL.Hostname()
+	if !p.Allowed(host) {
+		p.refuse(w, host)
+		return
+	}
+	p.count(host, true)
+	out := req.Clone(req.Context())
+	out.RequestURI = ""
+	removeHopHeaders(out.Header)
+	tr := &http.Transport{DialContext: p.dial, Proxy: nil, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(out)
+	if err != nil {
+		p.failed()
+		http.Error(w, "troupe egress proxy: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	removeHopHeaders(resp.Header)
+	maps.Copy(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+func (p *Proxy) refuse(w http.ResponseWriter, host string) {
+	p.count(host, false)
+	p.log.Info("egress refused", "host", host)
+	http.Error(w, fmt.Sprintf("troupe egress proxy: %s is not among the task's allowed_hosts", host), http.StatusForbidden)
+}
+
+func (p *Proxy) connect(w http.ResponseWriter, req *http.Request) {
+	host, port, err := net.SplitHostPort(req.Host)
+	if err != nil {
+		http.Error(w, "troupe egress proxy: CONNECT needs host:port", http.StatusBadRequest)
+		return
+	}
+	if !p.Allowed(host) {
+		p.refuse(w, host)
+		return
+	}
+	p.count(host, true)
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	up, err := p.dial(ctx, "tcp", net.JoinHostPort(host, port))
+	cancel()
+	if err != nil {
+		p.failed()
+		http.Error(w, "troupe egress proxy: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "troupe egress proxy: cannot tunnel on this connection", http.StatusInternalServerError)
+		return
+	}
+	client, rw, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		client.Close()
+		up.Close()
+		return
+	}
+	p.tunnels.Add(1)
+	p.mu.Unlock()
+	defer p.tunnels.Done()
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		up.Close()
+		return
+	}
+	// Bytes the client sent after its request are already buffered.
+	if n := rw.Reader.Buffered(); n > 0 {
+		buffered, _ := rw.Reader.Peek(n)
+		if _, err := up.Write(buffered); err != nil {
+			client.Close()
+			up.Close()
+			return
+		}
+	}
+	splice(p.ctx, client, up)
+}
+
+// splice copies both ways until either side ends or ctx does, then closes
+// both.
+func splice(ctx context.Context, a, b net.Conn) {
+	stop := context.AfterFunc(ctx, func() { a.Close(); b.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	half := func(dst, src net.Conn) {
+		io.Copy(dst, src)
+		if c, ok := dst.(interface{ CloseWrite() error }); ok {
+			c.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	wg.Go(func() { half(a, b) })
+	half(b, a)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func removeHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+// errLocal refuses a destination on the host itself or a link-local one.
+var errLocal = errors.New("the destination is a loopback, link-local or unspecified address, which the egress proxy never reaches")
+
+func defaultDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 30 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return err
+		}
+		if ip := ap.Addr().Unmap(); ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
+			return fmt.Errorf("%s: %w", address, errLocal)
+		}
+		return nil
+	}}
+	return d.DialContext(ctx, network, addr)
+}

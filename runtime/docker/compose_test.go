@@ -1,0 +1,132 @@
+package docker
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/network"
+	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/runtimetest"
+)
+
+// sidecars are a healthy-when-ready store and a web server that starts
+// after it, as a compose file would give them.
+func sidecars() []runtime.ServiceSpec {
+	return []runtime.ServiceSpec{
+		{Name: "db", Image: testImage, Cmd: []string{"sh", "-c", "sleep 1; echo db-ready > /www; touch /ready; exec sleep 3600"},
+			Healthcheck: &runtime.Healthcheck{Test: []string{"CMD", "test", "-f", "/ready"}, Interval: 200 * time.Millisecond, Retries: 50}},
+		{Name: "web", Image: testImage, Cmd: []string{"sh", "-c", "mkdir -p /w && echo hello-from-web > /w/index.html && exec httpd -f -p 8080 -h /w"},
+			Env: []string{"ROLE=web"}, DependsOn: []runtime.Dependency{{Service: "db", Condition: runtime.DependHealthy}}},
+	}
+}
+
+// TestServices: the trial container starts after its services, reaches
+// them by name on an internal network, and takes them (and the network)
+// with it when removed. With a network of its own it can still be put
+// offline without losing them.
+func TestServices(t *testing.T) {
+	d := newDocker(t)
+	ctx := context.Background()
+	for _, mode := range []string{runtime.NetworkNone, runtime.NetworkBridge} {
+		t.Run(mode, func(t *testing.T) {
+			label := map[string]string{runtime.LabelTrial: "services-" + mode}
+			start := time.Now()
+			id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{
+				Network: mode, Labels: label, Services: sidecars(),
+				DependsOn: []runtime.Dependency{{Service: "web", Condition: runtime.DependStarted}},
+			})
+			if time.Since(start) < time.Second {
+				t.Errorf("created in %s: it did not wait for db to be healthy", time.Since(start))
+			}
+			get := func() (string, int) {
+				out, code, _ := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", "timeout 5 wget -qO- http://web:8080/"}})
+				return out, code
+			}
+			if out, code := get(); code != 0 || strings.TrimSpace(out) != "hello-from-web" {
+				dbg, _, _ := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", "nslookup web; ip -4 addr; ip route"}})
+				t.Errorf("main to web: exit %d %q\n%s", code, out, dbg)
+			}
+			if mode == runtime.NetworkBridge {
+				if err := d.SetOnline(ctx, id, false); err != nil {
+					t.Fatal(err)
+				}
+				if out, code := get(); code != 0 {
+					t.Errorf("offline, main to web: exit %d %q", code, out)
+				}
+			}
+			rs, err := d.List(ctx, label)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kinds []string
+			for _, r := range rs {
+				if r.Kind == runtime.KindNetwork {
+					info, err := d.cli.NetworkInspect(ctx, r.ID, network.InspectOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if strings.HasSuffix(info.Name, "-svc") != info.Internal {
+						t.Errorf("network %s: internal %v", info.Name, info.Internal)
+					}
+				}
+				kinds = append(kinds, r.Kind+":"+r.Labels[LabelService])
+			}
+			want := 4 // main, db, web, the services' network (the job's network is the job's)
+			if len(rs) != want {
+				t.Errorf("resources %v, want %d", kinds, want)
+			}
+			if err := d.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+				t.Fatal(err)
+			}
+			if rs, _ := d.List(ctx, label); len(rs) != 0 {
+				t.Errorf("left after the trial container was removed: %v", rs)
+			}
+		})
+	}
+}
+
+// TestServiceFailures: a service that never becomes healthy, or one that
+// exits badly before it is needed, fails Create with what it said, and
+// Create leaves nothing behind.
+func TestServiceFailures(t *testing.T) {
+	d := newDocker(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		svc  runtime.ServiceSpec
+		dep  string
+		want string
+	}{
+		{"unhealthy", runtime.ServiceSpec{Name: "db", Image: testImage, Cmd: []string{"sleep", "3600"},
+			Healthcheck: &runtime.Healthcheck{Test: []string{"CMD-SHELL", "echo not yet; exit 1"}, Interval: 100 * time.Millisecond, Retries: 2}},
+			runtime.DependHealthy, "db is unhealthy: its last probe exited 1: not yet"},
+		{"no healthcheck", runtime.ServiceSpec{Name: "db", Image: testImage, Cmd: []string{"sleep", "3600"}},
+			runtime.DependHealthy, "db has no healthcheck"},
+		{"failed job", runtime.ServiceSpec{Name: "db", Image: testImage, Cmd: []string{"sh", "-c", "echo migration failed; exit 3"}},
+			runtime.DependCompleted, "db exited 3: migration failed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			label := map[string]string{runtime.LabelTrial: "service-failure-" + strings.ReplaceAll(c.name, " ", "-")}
+			spec := runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sleep", "3600"}, Labels: label, Network: runtime.NetworkBridge,
+				Services: []runtime.ServiceSpec{c.svc}, DependsOn: []runtime.Dependency{{Service: "db", Condition: c.dep}}}
+			for k, v := range cfg().Labels {
+				spec.Labels[k] = v
+			}
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			id, err := d.Create(cctx, spec)
+			if err == nil {
+				d.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id})
+				t.Fatal("created")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not say %q", err, c.want)
+			}
+			if rs, _ := d.List(ctx, label); len(rs) != 0 {
+				t.Errorf("left behind: %v", rs)
+			}
+		})
+	}
+}

@@ -3,9 +3,10 @@
 // OpenAI-compatible model (through troupe's gateway in a trial), and works
 // with shell and file tools.
 //
-// It is also the proof of the stack contract (docs/stacks.md): every input
-// comes from TROUPE_* environment variables and files only this agent's user
-// can read; any program honouring the same contract can be a team member.
+// It is also the proof of the stack contract (docs/stacks.md, package
+// stack): every input comes from TROUPE_* environment variables and files
+// only this agent's user can read; any program honouring the same contract
+// can be a team member.
 //
 // The agent authenticates to the relay (NIP-42), learns its team from the
 // channel's member list, and follows the channel. A message that mentions it
@@ -29,28 +30,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/stack"
 )
-
-// The stack contract's environment variables.
-const (
-	EnvRelayURL         = "TROUPE_RELAY_URL"
-	EnvPrivateKeyFile   = "TROUPE_PRIVATE_KEY_FILE"
-	EnvLLMTokenFile     = "TROUPE_LLM_TOKEN_FILE"
-	EnvChannel          = "TROUPE_CHANNEL"
-	EnvLLMBaseURL       = "TROUPE_LLM_BASE_URL"
-	EnvModel            = "TROUPE_MODEL"
-	EnvSystemPromptFile = "TROUPE_SYSTEM_PROMPT_FILE"
-	EnvMaxRounds        = "TROUPE_MAX_ROUNDS"
-	EnvDeadline         = "TROUPE_DEADLINE"
-	EnvWorkdir          = "TROUPE_WORKDIR"
-	// EnvAgentID is optional: the agent's name for its logs. The agent finds
-	// its id in the channel's member list anyway.
-	EnvAgentID = "TROUPE_AGENT_ID"
-)
-
-// DefaultMaxRounds bounds the model calls of one turn when
-// TROUPE_MAX_ROUNDS is 0 or unset.
-const DefaultMaxRounds = 40
 
 // Config is the agent's whole input.
 type Config struct {
@@ -92,50 +73,50 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		return strings.TrimSpace(string(b))
 	}
-	c.RelayURL = need(EnvRelayURL)
-	c.Channel = need(EnvChannel)
-	c.LLMBaseURL = strings.TrimSuffix(need(EnvLLMBaseURL), "/")
-	c.Model = need(EnvModel)
-	c.Workdir = need(EnvWorkdir)
-	c.SecretKey = readFile(EnvPrivateKeyFile)
-	c.LLMToken = readFile(EnvLLMTokenFile)
-	if path := need(EnvSystemPromptFile); path != "" {
+	c.RelayURL = need(stack.EnvRelayURL)
+	c.Channel = need(stack.EnvChannel)
+	c.LLMBaseURL = strings.TrimSuffix(need(stack.EnvLLMBaseURL), "/")
+	c.Model = need(stack.EnvModel)
+	c.Workdir = need(stack.EnvWorkdir)
+	c.SecretKey = readFile(stack.EnvPrivateKeyFile)
+	c.LLMToken = readFile(stack.EnvLLMTokenFile)
+	if path := need(stack.EnvSystemPromptFile); path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", EnvSystemPromptFile, err))
+			errs = append(errs, fmt.Errorf("%s: %w", stack.EnvSystemPromptFile, err))
 		}
 		c.System = string(b)
 	}
 	if c.SecretKey != "" {
 		pk, err := nostr.GetPublicKey(c.SecretKey)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: the file does not hold a hex secret key", EnvPrivateKeyFile))
+			errs = append(errs, fmt.Errorf("%s: the file does not hold a hex secret key", stack.EnvPrivateKeyFile))
 		}
 		c.PublicKey = pk
 	}
-	if v := strings.TrimSpace(getenv(EnvMaxRounds)); v != "" {
+	if v := strings.TrimSpace(getenv(stack.EnvMaxRounds)); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("%s=%q is not a whole number (0 for the default)", EnvMaxRounds, v))
+			errs = append(errs, fmt.Errorf("%s=%q is not a whole number (0 for the default)", stack.EnvMaxRounds, v))
 		}
 		c.MaxRounds = n
 	}
 	if c.MaxRounds == 0 {
-		c.MaxRounds = DefaultMaxRounds
+		c.MaxRounds = stack.DefaultMaxRounds
 	}
-	if v := need(EnvDeadline); v != "" {
+	if v := need(stack.EnvDeadline); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q is not an RFC 3339 time", EnvDeadline, v))
+			errs = append(errs, fmt.Errorf("%s=%q is not an RFC 3339 time", stack.EnvDeadline, v))
 		}
 		c.Deadline = t
 	}
 	if c.Workdir != "" {
 		if info, err := os.Stat(c.Workdir); err != nil || !info.IsDir() {
-			errs = append(errs, fmt.Errorf("%s=%q is not a folder", EnvWorkdir, c.Workdir))
+			errs = append(errs, fmt.Errorf("%s=%q is not a folder", stack.EnvWorkdir, c.Workdir))
 		}
 	}
-	c.AgentID = strings.TrimSpace(getenv(EnvAgentID))
+	c.AgentID = strings.TrimSpace(getenv(stack.EnvAgentID))
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("agent: the stack contract is not met (docs/stacks.md):\n%w", err)
 	}

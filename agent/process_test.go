@@ -25,6 +25,7 @@ import (
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/relay"
+	"github.com/troupebench/troupe/stack"
 )
 
 // The tests run the agent as a real process: the test binary started again
@@ -265,17 +266,17 @@ func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harne
 			token = h.trial.Token(m.id).Reveal()
 		}
 		env := map[string]string{
-			EnvRelayURL:         relayURL,
-			EnvPrivateKeyFile:   h.file(secrets, "key", keys[m.id], 0o600),
-			EnvLLMTokenFile:     h.file(secrets, "token", token, 0o600),
-			EnvChannel:          channel,
-			EnvLLMBaseURL:       baseURL,
-			EnvModel:            cmp.Or(opts.model, m.id),
-			EnvSystemPromptFile: h.file(secrets, "prompt.md", opts.system, 0o644),
-			EnvMaxRounds:        "8",
-			EnvDeadline:         deadline.Format(time.RFC3339Nano),
-			EnvWorkdir:          h.workdir,
-			EnvAgentID:          m.id,
+			stack.EnvRelayURL:         relayURL,
+			stack.EnvPrivateKeyFile:   h.file(secrets, "key", keys[m.id], 0o600),
+			stack.EnvLLMTokenFile:     h.file(secrets, "token", token, 0o600),
+			stack.EnvChannel:          channel,
+			stack.EnvLLMBaseURL:       baseURL,
+			stack.EnvModel:            cmp.Or(opts.model, m.id),
+			stack.EnvSystemPromptFile: h.file(secrets, "prompt.md", opts.system, 0o644),
+			stack.EnvMaxRounds:        "8",
+			stack.EnvDeadline:         deadline.Format(time.RFC3339Nano),
+			stack.EnvWorkdir:          h.workdir,
+			stack.EnvAgentID:          m.id,
 		}
 		h.spawn(m.id, keys[m.id], env)
 	}

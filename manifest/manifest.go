@@ -39,11 +39,11 @@ const (
 	Worker       Kind = "worker"
 )
 
-// Harness is the agent program the original system hosted; it is part of the
-// condition, so it is kept and hashed.
+// Harness is the agent program an agent runs: the name of a stack (package
+// stack). It is part of the condition, so it is kept and hashed.
 type Harness string
 
-// The harnesses of schema version 1.
+// The original system's harnesses; troupe runs any stack it is given.
 const (
 	BuzzAgent Harness = "buzz-agent"
 	Goose     Harness = "goose"

@@ -88,6 +88,10 @@ func Parse(file string, data []byte) (*Manifest, error) {
 	return m, nil
 }
 
+// harnessName is a stack's name (package stack): the original's three
+// harnesses, or any stack troupe is given.
+var harnessName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
 // parser holds the decoder and what the root checks need to know about each
 // roster class beyond its decoded value.
 type parser struct {
@@ -274,7 +278,12 @@ func (p *parser) class(n *yaml11.Node, path string, index int) AgentClass {
 			c.ModelRevision, _ = d.String(n, path)
 		}},
 		{Name: "harness", Decode: func(n *yaml11.Node, path string) {
-			if s, ok := p.oneOf(n, path, string(BuzzAgent), string(Goose), string(Codex)); ok {
+			s, ok := p.d.String(n, path)
+			switch {
+			case !ok:
+			case !harnessName.MatchString(s):
+				p.d.Errorf(n, path, "must name a stack: %s, %s, %s (the original's), or a stack troupe's config or stacks.yaml defines (lower-case letters, digits, '.', '_', '-'); found %q", BuzzAgent, Goose, Codex, s)
+			default:
 				c.Harness = Harness(s)
 			}
 		}},

@@ -96,7 +96,7 @@ func TestParseRules(t *testing.T) {
 		{"count huge", mutate(t, "count: 2", "count: 100000"), "roster[1].count", "more agents than troupe runs"},
 		{"concurrency above count", mutate(t, "count: 2", "count: 2\n    concurrency: 3"), "roster[1].concurrency", "concurrency cannot exceed count (3 > 2)"},
 		{"concurrency zero", mutate(t, "count: 2", "count: 2\n    concurrency: 0"), "roster[1].concurrency", "greater than 0"},
-		{"harness unknown", mutate(t, "count: 2", "count: 2\n    harness: claude"), "roster[1].harness", "buzz-agent, goose, codex"},
+		{"harness not a name", mutate(t, "count: 2", "count: 2\n    harness: Claude Code"), "roster[1].harness", "must name a stack: buzz-agent, goose, codex"},
 		{"prompt missing", mutate(t, "    prompt: {path: lead.md, sha256: "+pin+"}\n", ""), "roster[0]", `missing required key "prompt"`},
 		{"prompt sha256 malformed", mutate(t, "{path: lead.md, sha256: "+pin, "{path: lead.md, sha256: ABC"), "roster[0].prompt.sha256", "64 lower-case hex"},
 		{"prompt path empty", mutate(t, "{path: lead.md,", `{path: "",`), "roster[0].prompt.path", "must not be empty"},

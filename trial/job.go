@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 	"golang.org/x/sync/errgroup"
@@ -33,6 +34,9 @@ type Condition struct {
 	// Oracle runs each task's solution/solve.sh instead of the team
 	// (OracleCondition).
 	Oracle bool
+	// Stacks are the stacks its agents' harnesses may name, beside the
+	// built-in reference agent.
+	Stacks stack.Set
 }
 
 // JobSpec is what `troupe run` was asked to do.
@@ -84,6 +88,9 @@ type lockFile struct {
 	TimeoutMultiplier float64       `json:"timeout_multiplier,omitempty"`
 	Conditions        []lockedInput `json:"conditions"`
 	Tasks             []lockedInput `json:"tasks"`
+	// Stacks are the agent programs, by the digest of their files, command
+	// and environment: a result says which agent build produced it.
+	Stacks []lockedInput `json:"stacks,omitempty"`
 }
 
 type lockedInput struct {
@@ -295,7 +302,7 @@ func (j *job) runTrial(ctx context.Context, p planned) error {
 		j.progress.Trial(e)
 	}
 	for try := 0; ; try++ {
-		spec := Spec{Name: p.name, Dir: filepath.Join(j.spec.Dir, p.name), Team: p.cond.Team, ManifestPath: p.cond.Path, Task: p.task, Attempt: p.attempt, Oracle: p.cond.Oracle}
+		spec := Spec{Name: p.name, Dir: filepath.Join(j.spec.Dir, p.name), Team: p.cond.Team, ManifestPath: p.cond.Path, Task: p.task, Attempt: p.attempt, Oracle: p.cond.Oracle, Stacks: p.cond.Stacks}
 		res, err := Run(ctx, j.env, spec, emit)
 		if err != nil {
 			return err // the result could not be written: the disk is the problem
@@ -455,9 +462,19 @@ func planJob(spec JobSpec) ([]planned, error) {
 		if other, ok := byName[m.Condition]; ok && other.Team.Manifest.Hash() != m.Hash() {
 			return nil, fmt.Errorf("%s and %s both name condition %q with different rosters: conditions name trial folders and must be unique", other.Path, c.Path, m.Condition)
 		}
+		// Every stack is resolved and its files checked against their
+		// digests before any container starts.
+		verified := map[string]bool{}
 		for _, a := range c.Team.Agents {
-			if a.Harness != "" && a.Harness != manifest.BuzzAgent {
-				return nil, fmt.Errorf("%s: agent %s uses harness %q; troupe runs its reference agent for buzz-agent and has no %s yet", c.Path, a.ID, a.Harness, a.Harness)
+			st, err := c.Stacks.Resolve(string(a.Harness))
+			if err != nil {
+				return nil, fmt.Errorf("%s: agent %s: %w", c.Path, a.ID, err)
+			}
+			if !verified[st.Name] {
+				if _, err := st.Verify(); err != nil {
+					return nil, fmt.Errorf("%s: agent %s: %w", c.Path, a.ID, err)
+				}
+				verified[st.Name] = true
 			}
 		}
 		byName[m.Condition] = c
@@ -503,6 +520,19 @@ func checkLock(spec JobSpec, version string, multiplier float64) error {
 	for _, t := range spec.Tasks {
 		lock.Tasks = append(lock.Tasks, lockedInput{Name: t.Name, Path: t.Dir, Digest: t.Digest})
 	}
+	usedBy := map[string][]string{} // stack → conditions
+	for _, c := range spec.Conditions {
+		for _, a := range c.Team.Agents {
+			st, err := c.Stacks.Resolve(string(a.Harness))
+			if err != nil || slices.Contains(usedBy[st.Name], c.Team.Manifest.Condition) {
+				continue
+			}
+			if len(usedBy[st.Name]) == 0 {
+				lock.Stacks = append(lock.Stacks, lockedInput{Name: st.Name, Path: st.Source, Digest: st.Digest()})
+			}
+			usedBy[st.Name] = append(usedBy[st.Name], c.Team.Manifest.Condition)
+		}
+	}
 	path := filepath.Join(spec.Dir, "lock.json")
 	data, err := os.ReadFile(path)
 	switch {
@@ -545,6 +575,11 @@ func checkLock(spec JobSpec, version string, multiplier float64) error {
 	})
 	lock.Tasks = compare("task", old.Tasks, lock.Tasks, func(name string) bool {
 		return slices.ContainsFunc(trials(), func(t string) bool { return strings.HasPrefix(t, name+"__") })
+	})
+	lock.Stacks = compare("stack", old.Stacks, lock.Stacks, func(name string) bool {
+		return slices.ContainsFunc(trials(), func(t string) bool {
+			return slices.ContainsFunc(usedBy[name], func(cond string) bool { return strings.Contains(t, "__"+cond+"__") })
+		})
 	})
 	if len(changed) > 0 {
 		return fmt.Errorf("%s holds a job whose inputs changed; results would not be comparable. Use another --out, or restore the inputs:\n  %s", spec.Dir, strings.Join(changed, "\n  "))

@@ -58,14 +58,18 @@ type ExceptionInfo struct {
 
 // AgentRecord is one agent of the trial: who it was and what it used.
 type AgentRecord struct {
-	ID       string     `json:"id"`
-	ClassID  string     `json:"class_id"`
-	Kind     string     `json:"kind"`
-	Role     string     `json:"role"`
-	Endpoint string     `json:"endpoint"`
-	Pubkey   string     `json:"pubkey"`
-	UID      int        `json:"uid"`
-	Usage    llm.Totals `json:"usage"`
+	ID       string `json:"id"`
+	ClassID  string `json:"class_id"`
+	Kind     string `json:"kind"`
+	Role     string `json:"role"`
+	Endpoint string `json:"endpoint"`
+	// Stack is the program the agent ran, and StackDigest its build (its
+	// files, command and environment: package stack).
+	Stack       string     `json:"stack,omitempty"`
+	StackDigest string     `json:"stack_digest,omitempty"`
+	Pubkey      string     `json:"pubkey"`
+	UID         int        `json:"uid"`
+	Usage       llm.Totals `json:"usage"`
 	// ExitCode is the agent process's exit status; nil if it was still
 	// running when the trial ended (the sweep ended it).
 	ExitCode *int `json:"exit_code"`

@@ -34,14 +34,13 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/runtime/tunnel"
+	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
 // Paths and ids inside a trial container.
 const (
-	secretsDir     = "/run/troupe/agents"
-	homesDir       = "/run/troupe/home"
 	defaultWorkdir = "/app"
 	verifierLogs   = "/logs/verifier"
 	artifactsDir   = "/logs/artifacts"
@@ -158,6 +157,9 @@ type Spec struct {
 	Attempt      int
 	// Oracle runs the task's solution/solve.sh instead of the team.
 	Oracle bool
+	// Stacks are the stacks the agents' harnesses may name beside the
+	// built-in reference agent.
+	Stacks stack.Set
 }
 
 // Event is a step of a trial, for progress displays and --json.
@@ -183,6 +185,7 @@ const (
 // agentRun is one agent of a running trial.
 type agentRun struct {
 	manifest.Agent
+	stack          *stack.Stack
 	sk             secret.Secret
 	pk             string
 	uid, gid       int
@@ -462,8 +465,12 @@ func (r *run) provision() error {
 	minted := keyForms(sk)
 	var members []personas.Member
 	for i, a := range team.Agents {
+		st, err := r.spec.Stacks.Resolve(string(a.Harness))
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", a.ID, err)
+		}
 		sk := nostr.GeneratePrivateKey()
-		ar := &agentRun{Agent: a, sk: secret.New(sk)}
+		ar := &agentRun{Agent: a, stack: st, sk: secret.New(sk)}
 		ar.pk, _ = nostr.GetPublicKey(sk)
 		minted = append(minted, keyForms(sk)...)
 		if r.isolated() {
@@ -552,7 +559,8 @@ func (r *run) provision() error {
 		return fmt.Errorf("open the trial channel: %w", err)
 	}
 	for _, ar := range r.agents {
-		r.res.Agents = append(r.res.Agents, AgentRecord{ID: ar.ID, ClassID: ar.ClassID, Kind: string(ar.Kind), Role: ar.Role, Endpoint: ar.Endpoint, Pubkey: ar.pk, UID: ar.uid})
+		r.res.Agents = append(r.res.Agents, AgentRecord{ID: ar.ID, ClassID: ar.ClassID, Kind: string(ar.Kind), Role: ar.Role, Endpoint: ar.Endpoint, Pubkey: ar.pk, UID: ar.uid,
+			Stack: ar.stack.Name, StackDigest: ar.stack.Digest()})
 	}
 	return nil
 }
@@ -641,6 +649,11 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	arg, _ := json.Marshal(opts)
 	inFiles := r.containerFiles()
+	uploads, err := r.stackFiles()
+	if err != nil {
+		return fmt.Errorf("prepare the container: %w", err)
+	}
+	inFiles = append(inFiles, uploads...)
 	if r.spec.Oracle {
 		sol, err := r.solutionFiles()
 		if err != nil {
@@ -671,8 +684,8 @@ func (r *run) containerFiles() []runtime.File {
 	}
 	files := []runtime.File{
 		{Path: "/run/troupe", Mode: fs.ModeDir | 0o755},
-		{Path: secretsDir, Mode: fs.ModeDir | 0o755},
-		{Path: homesDir, Mode: fs.ModeDir | 0o755},
+		{Path: stack.SecretsDir, Mode: fs.ModeDir | 0o755},
+		{Path: stack.HomesDir, Mode: fs.ModeDir | 0o755},
 		{Path: "/logs", Mode: fs.ModeDir | 0o755},
 		{Path: verifierLogs, Mode: fs.ModeDir | 0o755},
 		{Path: artifactsDir, Mode: fs.ModeDir | fs.ModeSetgid | 0o775, GID: gid},
@@ -681,16 +694,36 @@ func (r *run) containerFiles() []runtime.File {
 		return files // no keys, tokens or prompts
 	}
 	for _, ar := range r.agents {
-		dir := path.Join(secretsDir, ar.ID)
+		dir := stack.Dir(ar.ID)
 		files = append(files,
 			runtime.File{Path: dir, Mode: fs.ModeDir | 0o500, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: path.Join(dir, "key"), Data: []byte(ar.sk.Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: path.Join(dir, "token"), Data: []byte(r.gw.Token(ar.ID).Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: path.Join(dir, "system-prompt.md"), Data: ar.prompt, Mode: 0o400, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: path.Join(homesDir, ar.ID), Mode: fs.ModeDir | 0o700, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, stack.KeyFile), Data: []byte(ar.sk.Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, stack.TokenFile), Data: []byte(r.gw.Token(ar.ID).Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, stack.PromptFile), Data: ar.prompt, Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: stack.Home(ar.ID), Mode: fs.ModeDir | 0o700, UID: ar.uid, GID: ar.uid},
 		)
 	}
 	return files
+}
+
+// stackFiles are the files of the stacks the agents run, each stack's
+// once, checked against their digests again (a file may have changed since
+// the job started).
+func (r *run) stackFiles() ([]runtime.File, error) {
+	var out []runtime.File
+	seen := map[string]bool{}
+	for _, ar := range r.agents {
+		if ar.stack == nil || seen[ar.stack.Name] {
+			continue
+		}
+		seen[ar.stack.Name] = true
+		files, err := ar.stack.Verify()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, files...)
+	}
+	return out, nil
 }
 
 // openTunnel connects the container's relay and gateway ports to the job's
@@ -752,27 +785,17 @@ func (r *run) launch(ctx context.Context) error {
 	r.deadline = time.Now().Add(r.agentTimeout())
 	r.exits = make(chan int, len(r.agents))
 	for i, ar := range r.agents {
-		dir := path.Join(secretsDir, ar.ID)
-		env := []string{
-			"TROUPE_RELAY_URL=" + relay.ContainerURL,
-			"TROUPE_PRIVATE_KEY_FILE=" + path.Join(dir, "key"),
-			"TROUPE_LLM_TOKEN_FILE=" + path.Join(dir, "token"),
-			"TROUPE_CHANNEL=" + r.id,
-			"TROUPE_LLM_BASE_URL=" + llm.ContainerURL + "/v1",
-			"TROUPE_MODEL=" + ar.Endpoint,
-			"TROUPE_SYSTEM_PROMPT_FILE=" + path.Join(dir, "system-prompt.md"),
-			"TROUPE_DEADLINE=" + r.deadline.UTC().Format(time.RFC3339Nano),
-			"TROUPE_WORKDIR=" + r.workdir,
-			"TROUPE_AGENT_ID=" + ar.ID,
-			"HOME=" + path.Join(homesDir, ar.ID),
-		}
+		cmd, env := ar.stack.Launch(stack.Values{
+			AgentID: ar.ID, RelayURL: relay.ContainerURL, Channel: r.id, LLMBaseURL: llm.ContainerURL + "/v1",
+			Model: ar.Endpoint, Workdir: r.workdir, Deadline: r.deadline,
+		}, ar.sk.Reveal(), r.gw.Token(ar.ID).Reveal())
 		env = append(env, proxyEnv(r.agentNet())...)
 		user := fmt.Sprintf("%d:%d", ar.uid, ar.gid)
 		// Not ctx: a cancelled job must not cut an exec half-started (the
 		// sweep would then find runc's init, and the exec never end). The
 		// agents are stopped by the sweep, like on any other ending.
 		p, err := r.env.Runtime.Exec(context.WithoutCancel(ctx), r.container, runtime.ExecSpec{
-			Cmd: []string{runtime.BinaryPath, "agent"}, Env: env, User: user, WorkDir: r.workdir, Stdout: ar.stdout, Stderr: ar.stderr,
+			Cmd: cmd, Env: env, User: user, WorkDir: r.workdir, Stdout: ar.stdout, Stderr: ar.stderr,
 		})
 		if err != nil {
 			return fmt.Errorf("start agent %s: %w", ar.ID, err)

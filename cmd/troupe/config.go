@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/yaml11"
 	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/stack"
 )
 
 // maxConfigSize bounds the config file; it holds a few endpoints.
@@ -22,6 +23,8 @@ type config struct {
 	// path is the file read, or "" when there is none.
 	path      string
 	endpoints llm.Endpoints
+	// stacks are the config file's stacks: (docs/stacks.md).
+	stacks stack.Set
 	// settings are the scalar settings, by viper key, for the file layer of
 	// viper's precedence. Paths are already made absolute against the
 	// file's folder.
@@ -123,6 +126,9 @@ func parseConfig(path string, data []byte) (*config, error) {
 			if s, ok := d.String(n, p); ok {
 				cfg.settings["network"] = s
 			}
+		}},
+		{Name: "stacks", Decode: func(n *yaml11.Node, p string) {
+			cfg.stacks = stack.Parse(&d, n, p, filepath.Dir(path), path)
 		}},
 		{Name: "endpoints", Decode: func(n *yaml11.Node, p string) {
 			cfg.endpoints = llm.ParseEndpoints(&d, n, p)

@@ -28,6 +28,7 @@ import (
 	"github.com/troupebench/troupe/relay"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
+	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
@@ -135,6 +136,37 @@ run, 2 for a usage error.`,
 	return cmd
 }
 
+// stacksFor are the stacks a manifest's agents may name: the config
+// file's, and those of stacks.yaml beside the manifest.
+func stacksFor(cfg *config, manifestPath string) (stack.Set, error) {
+	beside, err := stack.LoadFile(filepath.Join(filepath.Dir(manifestPath), stack.FileName))
+	if err != nil {
+		return nil, err
+	}
+	return stack.Merge(cfg.stacks, beside)
+}
+
+// checkStacks resolves the stack of every agent of a team and checks its
+// files against their digests.
+func checkStacks(tm *manifest.Team, stacks stack.Set) error {
+	var errs []error
+	checked := map[string]bool{}
+	for _, a := range tm.Agents {
+		st, err := stacks.Resolve(string(a.Harness))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: %w", a.ID, err))
+			continue
+		}
+		if !checked[st.Name] {
+			checked[st.Name] = true
+			if _, err := st.Verify(); err != nil {
+				errs = append(errs, fmt.Errorf("agent %s: %w", a.ID, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // networkFlag adds --network, which run and tasks check share.
 func networkFlag(cmd *cobra.Command) {
 	cmd.Flags().String("network", string(trial.NetworkTask), `"task": each phase gets the network its task asks (public, no-network, or an allowlist through troupe's proxy); "none": no trial gets any network`)
@@ -188,8 +220,13 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 			}
 			var tm *manifest.Team
 			if tm, err = m.Verify(manifest.Sources{Dir: dir, Builtin: personas.FS()}); err == nil {
-				conds = append(conds, trial.Condition{Path: path, Team: tm})
-				continue
+				var stacks stack.Set
+				if stacks, err = stacksFor(cfg, path); err == nil {
+					if err = checkStacks(tm, stacks); err == nil {
+						conds = append(conds, trial.Condition{Path: path, Team: tm, Stacks: stacks})
+						continue
+					}
+				}
 			}
 		}
 		errs = append(errs, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err))

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func digest(data []byte) string {
+	s := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// TestStacksCommands: list, show and check a stack defined in the config
+// file; check names a file that changed and a program built for another
+// architecture.
+func TestStacksCommands(t *testing.T) {
+	dir := isolate(t)
+	script := []byte("#!/bin/sh\nexec /opt/troupe/bin/troupe agent\n")
+	write(t, filepath.Join(dir, "bin", "run.sh"), string(script))
+	config := filepath.Join(dir, "troupe.yaml")
+	write(t, config, "stacks:\n  plain:\n    command: [/opt/plain/run.sh]\n    files:\n      - {path: bin/run.sh, to: /opt/plain/run.sh, mode: \"0755\", sha256: "+digest(script)+"}\n    env: {MY_TOKEN: token}\n    fixed_env: {PLAIN: \"1\"}\n")
+
+	code, out, errOut := troupe(t, "stacks", "list", "--config", config)
+	if code != exitOK || !strings.Contains(out, "plain") || !strings.Contains(out, "troupe-agent") || !strings.Contains(out, config) {
+		t.Errorf("list: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = troupe(t, "stacks", "show", "plain", "--config", config)
+	for _, want := range []string{"command:    /opt/plain/run.sh", "-> /opt/plain/run.sh (mode 0755, " + digest(script), "env:        MY_TOKEN = the contract's token", "fixed env:  PLAIN=1"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = troupe(t, "stacks", "check", "plain", "--config", config)
+	if code != exitOK || !strings.Contains(out, "ok    command: /opt/plain/run.sh is uploaded") || !strings.Contains(out, "stack plain can run") {
+		t.Errorf("check: exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = troupe(t, "stacks", "check", "goose", "--config", config)
+	if code != exitFailed || !strings.Contains(errOut, `harness "goose" names no stack (defined: plain`) {
+		t.Errorf("an undefined stack: exit %d: %s", code, errOut)
+	}
+
+	write(t, filepath.Join(dir, "bin", "run.sh"), string(script)+"# changed\n")
+	code, _, errOut = troupe(t, "stacks", "check", "plain", "--config", config)
+	if code != exitFailed || !strings.Contains(errOut, filepath.Join(dir, "bin", "run.sh")+" has sha256:") {
+		t.Errorf("a changed file: exit %d: %s", code, errOut)
+	}
+
+	// A program built for arm64 cannot run in a linux/amd64 container.
+	src := filepath.Join(dir, "arm", "main.go")
+	write(t, src, "package main\n\nfunc main() {}\n")
+	write(t, filepath.Join(dir, "arm", "go.mod"), "module arm\n\ngo 1.26\n")
+	build := exec.Command("go", "build", "-o", "agent", ".")
+	build.Dir = filepath.Dir(src)
+	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build for arm64: %v\n%s", err, out)
+	}
+	bin, _ := os.ReadFile(filepath.Join(dir, "arm", "agent"))
+	write(t, config, "stacks:\n  arm:\n    command: [/opt/arm/agent]\n    files:\n      - {path: arm/agent, to: /opt/arm/agent, mode: \"0755\", sha256: "+digest(bin)+"}\n")
+	code, _, errOut = troupe(t, "stacks", "check", "arm", "--config", config)
+	if code != exitFailed || !strings.Contains(errOut, "/opt/arm/agent is an ELF program for AARCH64: trial containers are linux/amd64") {
+		t.Errorf("an arm64 program: exit %d: %s", code, errOut)
+	}
+}
+
+// TestRunRefusesAnUndefinedHarness: the original's goose manifest loads,
+// and troupe run refuses it before anything starts until a goose stack is
+// defined, saying how.
+func TestRunRefusesAnUndefinedHarness(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	dir := isolate(t)
+	doc, err := os.ReadFile(filepath.Join(root, "manifest/testdata/hash/tb-harness-goose-terra-high.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The original's persona is not public: a stand-in, pinned.
+	persona := "You are the solo agent.\n"
+	write(t, filepath.Join(dir, "personas/bench/solo-harness-comparison.md"), persona)
+	m := strings.Replace(string(doc), "5a3bea67549937b6590a6d5678261cbfa08f3da67cb891dee9e81d408a93730b", strings.TrimPrefix(digest([]byte(persona)), "sha256:"), 1)
+	write(t, filepath.Join(dir, "goose.yaml"), m)
+	code, _, errOut := troupe(t, "run", filepath.Join(dir, "goose.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"))
+	if code != exitFailed || !strings.Contains(errOut, `agent solo-1: harness "goose" names no stack`) || !strings.Contains(errOut, "Define it under stacks:") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jobs")); err == nil {
+		t.Error("a job folder was made for a refused run")
+	}
+	// Defined beside the manifest, the stack is found and its file checked.
+	write(t, filepath.Join(dir, "bin", "goose"), "#!/bin/sh\n")
+	write(t, filepath.Join(dir, "stacks.yaml"), "stacks:\n  goose:\n    command: [/opt/goose/goose, acp]\n    files:\n      - {path: bin/goose, to: /opt/goose/goose, mode: \"0755\", sha256: "+digest([]byte("#!/bin/sh\n"))+"}\n")
+	code, _, errOut = troupe(t, "run", filepath.Join(dir, "goose.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"))
+	if strings.Contains(errOut, "names no stack") || strings.Contains(errOut, "stack goose") {
+		t.Errorf("with goose defined beside the manifest: exit %d: %s", code, errOut)
+	}
+}

@@ -1,0 +1,302 @@
+package stack
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/troupebench/troupe/runtime"
+)
+
+// Builtin is troupe's reference agent, the built-in stack: troupe's own
+// binary, already in every trial container, run as `troupe agent`.
+const Builtin = "troupe-agent"
+
+// BuzzAgent is the original system's name for its reference agent, which
+// manifests name as their harness: it means Builtin.
+const BuzzAgent = "buzz-agent"
+
+// maxUpload bounds a stack's uploaded files in all: they travel through
+// each trial's tunnel.
+const maxUpload = 512 << 20
+
+// Stack is a program that can be a team member: what to put in the trial
+// container, how to start it, and how the contract reaches it.
+type Stack struct {
+	Name string
+	// Source says where it was defined: "built in", or a file.
+	Source string
+	// Files are uploaded into every trial container that runs the stack.
+	Files []File
+	// Command starts one agent, in its working folder, as its user.
+	Command []string
+	// Env maps variables the agent reads to contract values (ValueToken,
+	// ValueLLMBaseURL...), beside the TROUPE_* variables every agent gets.
+	Env map[string]string
+	// FixedEnv are variables of fixed value; none may carry identity.
+	FixedEnv map[string]string
+}
+
+// File is a file or folder of the host uploaded at To in the container,
+// pinned by its SHA-256 (a folder's: runtime.DirDigest's).
+type File struct {
+	Path   string // on the host, absolute
+	To     string // in the container, absolute
+	Mode   fs.FileMode
+	SHA256 string
+}
+
+// builtin is the reference agent's stack.
+var builtin = &Stack{Name: Builtin, Source: "built in", Command: []string{runtime.BinaryPath, "agent"}}
+
+// Set is the stacks a job may use, by name.
+type Set map[string]*Stack
+
+// Resolve finds the stack a manifest's harness names: buzz-agent (the
+// default) and troupe-agent are the built-in reference agent; any other
+// name must be defined.
+func (s Set) Resolve(harness string) (*Stack, error) {
+	switch harness {
+	case "", BuzzAgent, Builtin:
+		if st, ok := s[Builtin]; ok {
+			return st, nil
+		}
+		return builtin, nil
+	}
+	if st, ok := s[harness]; ok {
+		return st, nil
+	}
+	return nil, &UndefinedError{Name: harness, Known: slices.Sorted(maps.Keys(s))}
+}
+
+// UndefinedError is a harness no stack defines.
+type UndefinedError struct {
+	Name  string
+	Known []string
+}
+
+func (e *UndefinedError) Error() string {
+	known := "none is defined"
+	if len(e.Known) > 0 {
+		known = "defined: " + strings.Join(e.Known, ", ")
+	}
+	return fmt.Sprintf("harness %q names no stack (%s; built in: %s, also called %s). Define it under stacks: in troupe's config file or in stacks.yaml beside the manifest: the files to upload with their sha256, the command, and which contract values its agent reads under which names (docs/stacks.md, \"Stacks\"); troupe stacks list shows what is defined",
+		e.Name, known, Builtin, BuzzAgent)
+}
+
+// Digest identifies the stack's build: its files' digests, command and
+// environment. Results and lock files record it; resuming refuses a job
+// whose stack changed.
+func (st *Stack) Digest() string {
+	type file struct {
+		To     string `json:"to"`
+		Mode   uint32 `json:"mode"`
+		SHA256 string `json:"sha256"`
+	}
+	doc := struct {
+		Command  []string          `json:"command"`
+		Files    []file            `json:"files"`
+		Env      map[string]string `json:"env"`
+		FixedEnv map[string]string `json:"fixed_env"`
+	}{Command: st.Command, Env: st.Env, FixedEnv: st.FixedEnv}
+	for _, f := range st.Files {
+		doc.Files = append(doc.Files, file{f.To, uint32(f.Mode), f.SHA256})
+	}
+	data, _ := json.Marshal(doc) // maps marshal in key order
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Check checks a stack's definition: the command, the mapping, and that no
+// fixed variable carries identity. It reads no file (Verify does).
+func (st *Stack) Check() error {
+	var errs []error
+	if len(st.Command) == 0 || st.Command[0] == "" {
+		errs = append(errs, errors.New("command is empty"))
+	}
+	known := valueNamesSet()
+	for name, value := range st.Env {
+		if !envName(name) {
+			errs = append(errs, fmt.Errorf("env: %q is not a variable name", name))
+		}
+		if !known[value] {
+			errs = append(errs, fmt.Errorf("env: %s maps %q, which is not a contract value (%s)", name, value, valueNames()))
+		}
+	}
+	for name := range st.FixedEnv {
+		switch {
+		case !envName(name):
+			errs = append(errs, fmt.Errorf("fixed_env: %q is not a variable name", name))
+		case identityEnv[name] || name == "HOME":
+			errs = append(errs, fmt.Errorf("fixed_env: %s carries the agent's identity or home: troupe sets it, a stack cannot", name))
+		case identity[st.Env[name]]:
+			errs = append(errs, fmt.Errorf("fixed_env: %s is mapped from the agent's %s: a fixed value cannot replace who the agent is", name, st.Env[name]))
+		}
+	}
+	seen := map[string]bool{}
+	for _, f := range st.Files {
+		switch {
+		case !path.IsAbs(f.To) || path.Clean(f.To) != f.To:
+			errs = append(errs, fmt.Errorf("files: %s: to %q must be an absolute, clean path", f.Path, f.To))
+		case strings.HasPrefix(f.To, "/run/troupe") || strings.HasPrefix(f.To, "/opt/troupe") || f.To == "/":
+			errs = append(errs, fmt.Errorf("files: %s: to %s is troupe's own", f.Path, f.To))
+		case seen[f.To]:
+			errs = append(errs, fmt.Errorf("files: %s is uploaded twice", f.To))
+		}
+		seen[f.To] = true
+		if !strings.HasPrefix(f.SHA256, "sha256:") || len(f.SHA256) != len("sha256:")+64 {
+			errs = append(errs, fmt.Errorf("files: %s: sha256 must be sha256:<64 hex digits> (troupe hash FILE prints it)", f.Path))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stack %s (%s): %w", st.Name, st.Source, err)
+	}
+	return nil
+}
+
+func valueNamesSet() map[string]bool {
+	out := map[string]bool{}
+	for _, n := range strings.Split(valueNames(), ", ") {
+		out[n] = true
+	}
+	return out
+}
+
+func envName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Verify reads the stack's files and checks each against its pinned
+// digest, and returns them as the container's files (owned by root,
+// readable and runnable by every agent, as their modes say). A mismatch
+// names the file.
+func (st *Stack) Verify() ([]runtime.File, error) {
+	if err := st.Check(); err != nil {
+		return nil, err
+	}
+	var out []runtime.File
+	var total int64
+	var errs []error
+	for _, f := range st.Files {
+		got, files, err := read(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stack %s: %s: %w", st.Name, f.Path, err))
+			continue
+		}
+		if got != f.SHA256 {
+			errs = append(errs, fmt.Errorf("stack %s: %s has %s, but the stack pins %s: the file changed since it was pinned (troupe hash %s prints its digest)", st.Name, f.Path, got, f.SHA256, f.Path))
+			continue
+		}
+		for _, rf := range files {
+			total += int64(len(rf.Data))
+		}
+		out = append(out, files...)
+	}
+	if total > maxUpload {
+		errs = append(errs, fmt.Errorf("stack %s: its files are %d bytes, over the %d a trial uploads", st.Name, total, maxUpload))
+	}
+	return out, errors.Join(errs...)
+}
+
+// read reads a stack's file or folder and returns its digest and the
+// container files it makes.
+func read(f File) (string, []runtime.File, error) {
+	info, err := os.Stat(f.Path)
+	if err != nil {
+		return "", nil, err
+	}
+	if !info.IsDir() {
+		data, err := os.ReadFile(f.Path)
+		if err != nil {
+			return "", nil, err
+		}
+		sum := sha256.Sum256(data)
+		mode := f.Mode
+		if mode == 0 {
+			mode = info.Mode().Perm() | 0o444
+		}
+		return "sha256:" + hex.EncodeToString(sum[:]), []runtime.File{{Path: f.To, Data: data, Mode: mode}}, nil
+	}
+	digest, err := runtime.DirDigest(f.Path)
+	if err != nil {
+		return "", nil, err
+	}
+	var files []runtime.File
+	err = filepath.WalkDir(f.Path, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(f.Path, p)
+		to := path.Join(f.To, filepath.ToSlash(rel))
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case e.IsDir():
+			files = append(files, runtime.File{Path: to, Mode: fs.ModeDir | 0o755})
+		case info.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			files = append(files, runtime.File{Path: to, Data: data, Mode: info.Mode().Perm() | 0o444})
+		default:
+			return fmt.Errorf("%s is not a regular file or folder: a stack uploads those only", p)
+		}
+		return nil
+	})
+	return "sha256:" + digest, files, err
+}
+
+// Launch is the command and environment that start one agent of the
+// stack: the contract's TROUPE_* variables and HOME, the stack's mapped
+// values (key and token are the secrets' content, for agents that read
+// them from a variable), then its fixed variables.
+func (st *Stack) Launch(v Values, key, token string) ([]string, []string) {
+	env := v.Env()
+	vals := v.values(key, token)
+	for name, value := range st.Env {
+		env[name] = vals[value]
+	}
+	for name, value := range st.FixedEnv {
+		if !identityEnv[name] && name != "HOME" && !identity[st.Env[name]] {
+			env[name] = value
+		}
+	}
+	var list []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		list = append(list, k+"="+env[k])
+	}
+	return slices.Clone(st.Command), list
+}
+
+// ELFMachine is the architecture an ELF file is built for, or "" when data
+// is not ELF; troupe stacks check wants x86-64 for linux/amd64 containers.
+func ELFMachine(data []byte) string {
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	return f.Machine.String()
+}

@@ -16,13 +16,18 @@ import (
 )
 
 // benchUpstream answers chat completions instantly: a small JSON answer, or
-// a stream of ten events.
+// a stream of ten events; and a Responses call with a small JSON answer.
 func benchUpstream(b *testing.B) *httptest.Server {
 	answer := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":0}}}`
+	response := `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"m","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"ok","annotations":[]}]}],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":12}}`
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		if !strings.Contains(r.Header.Get("Accept"), "event-stream") {
 			w.Header().Set("Content-Type", "application/json")
+			if strings.HasSuffix(r.URL.Path, "/responses") {
+				io.WriteString(w, response)
+				return
+			}
 			io.WriteString(w, answer)
 			return
 		}
@@ -37,9 +42,9 @@ func benchUpstream(b *testing.B) *httptest.Server {
 	return srv
 }
 
-// benchTargets returns, for each variant, the URL and token of a chat
-// completions endpoint: the upstream itself, or the gateway in front of it.
-func benchTargets(b *testing.B) map[string][2]string {
+// benchTargets returns, for each variant, the URL and token of an OpenAI
+// route (path, under /v1): the upstream itself, or the gateway in front of it.
+func benchTargets(b *testing.B, path string) map[string][2]string {
 	up := benchUpstream(b)
 	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: up.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
 	g.Getenv = func(string) string { return "sk-bench" }
@@ -52,8 +57,8 @@ func benchTargets(b *testing.B) map[string][2]string {
 		b.Fatal(err)
 	}
 	return map[string][2]string{
-		"baseline": {up.URL + "/v1/chat/completions", "sk-bench"},
-		"gateway":  {g.URL() + "/v1/chat/completions", trial.Token("a-1").Reveal()},
+		"baseline": {up.URL + "/v1" + path, "sk-bench"},
+		"gateway":  {g.URL() + "/v1" + path, trial.Token("a-1").Reveal()},
 	}
 }
 
@@ -68,8 +73,17 @@ func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration) {
 // upstream (baseline) or through the gateway (which parses, rewrites,
 // forwards, meters and records it).
 func BenchmarkGatewayCall(b *testing.B) {
-	targets := benchTargets(b)
-	body := `{"model":"x","messages":[{"role":"user","content":"hello there, a short prompt"}]}`
+	benchPlainCalls(b, "/chat/completions", `{"model":"x","messages":[{"role":"user","content":"hello there, a short prompt"}]}`)
+}
+
+// BenchmarkGatewayResponsesCall: BenchmarkGatewayCall for a non-streamed
+// call of the Responses API.
+func BenchmarkGatewayResponsesCall(b *testing.B) {
+	benchPlainCalls(b, "/responses", `{"model":"x","instructions":"be brief","input":"hello there, a short prompt"}`)
+}
+
+func benchPlainCalls(b *testing.B, path, body string) {
+	targets := benchTargets(b, path)
 	for _, name := range []string{"baseline", "gateway"} {
 		b.Run(name, func(b *testing.B) {
 			url, key := targets[name][0], targets[name][1]
@@ -99,7 +113,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 // BenchmarkGatewayStreamFirstChunk: time from sending a streamed call to
 // reading its first event, directly or through the gateway.
 func BenchmarkGatewayStreamFirstChunk(b *testing.B) {
-	targets := benchTargets(b)
+	targets := benchTargets(b, "/chat/completions")
 	body := `{"model":"x","stream":true,"messages":[{"role":"user","content":"stream please"}]}`
 	for _, name := range []string{"baseline", "gateway"} {
 		b.Run(name, func(b *testing.B) {

@@ -54,11 +54,9 @@ func startCall(t *testing.T, f *fixture, agent string, api API, stream bool) *ag
 	ctx, hangUp := context.WithCancel(t.Context())
 	t.Cleanup(hangUp)
 	a := &agentCall{hangUp: hangUp, first: make(chan struct{}), ended: make(chan string, 1)}
-	path := "/v1/chat/completions"
-	if api == Anthropic {
-		path = "/v1/messages"
-	}
-	body := fmt.Sprintf(`{"model":"x","stream":%t,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, stream)
+	path := map[API]string{OpenAI: "/v1/chat/completions", OpenAIResponses: "/v1/responses", Anthropic: "/v1/messages"}[api]
+	// A body every format reads: the Responses API's input, the others' messages.
+	body := fmt.Sprintf(`{"model":"x","stream":%t,"max_tokens":5,"messages":[{"role":"user","content":"hi"}],"input":"hi"}`, stream)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.g.URL()+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+f.trial.Token(agent).Reveal())
 	go func() {
@@ -127,6 +125,8 @@ func TestTrialCloseEndsCallsPromptly(t *testing.T) {
 		{name: "mock hang, agent gone", agent: AgentSpec{ID: "a-1", Role: "hang", Endpoint: "mock/stuck"}, api: Anthropic, hangUp: true},
 		{name: "mock stream stalled, agent waiting", agent: AgentSpec{ID: "a-1", Role: "stall", Endpoint: "mock/stuck"}, api: OpenAI, stream: true},
 		{name: "mock stream stalled, agent gone", agent: AgentSpec{ID: "a-1", Role: "stall", Endpoint: "mock/stuck"}, api: OpenAI, stream: true, hangUp: true},
+		{name: "mock Responses hang, agent waiting", agent: AgentSpec{ID: "a-1", Role: "hang", Endpoint: "mock/stuck"}, api: OpenAIResponses},
+		{name: "mock Responses stream stalled, agent gone", agent: AgentSpec{ID: "a-1", Role: "stall", Endpoint: "mock/stuck"}, api: OpenAIResponses, stream: true, hangUp: true},
 		{name: "injected hang, agent waiting", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: OpenAI, fault: &Fault{Hang: true}},
 		{name: "injected delay, agent gone", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: OpenAI, fault: &Fault{Delay: time.Hour}, hangUp: true},
 		{name: "upstream never answers, agent waiting", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: OpenAI, upstream: neverAnswers},

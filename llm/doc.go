@@ -4,10 +4,12 @@
 //
 // Agents never hold a real API key. A Trial mints one token per agent, bound
 // to the agent, its endpoint, its budget and the trial's; the Gateway takes
-// the token on /v1/chat/completions (OpenAI) or /v1/messages (Anthropic),
-// replaces the model with the endpoint's, forwards with the real key read
-// from the host's environment, and meters the call from the upstream's own
-// usage fields as the response streams through. Every call is priced with the
+// the token on /v1/chat/completions and /v1/responses (OpenAI's chat
+// completions and Responses API) or /v1/messages (Anthropic), replaces the
+// model with the endpoint's, forwards with the real key read from the host's
+// environment, and meters the call from the upstream's own usage fields as
+// the response streams through. /v1/messages/count_tokens is answered too,
+// but it is not a model call: it is neither charged nor counted nor recorded. Every call is priced with the
 // manifest's prices and appended as a Record to the agent's log; budgets are
 // checked before each call and after it, and an exhaustion is reported to the
 // trial on a channel.

@@ -20,6 +20,12 @@ const (
 	Mock      API = "mock"
 )
 
+// OpenAIResponses is the wire format of a call to /v1/responses, OpenAI's
+// Responses API (Codex speaks it). It is a call's API, as records name it,
+// never an endpoint's: an openai endpoint forwards it to its upstream's
+// /v1/responses, a mock answers it, an anthropic endpoint refuses it.
+const OpenAIResponses API = "openai-responses"
+
 // MockPrefix marks an endpoint name that needs no configuration: mock/<name>
 // plays the scenario called <name>.
 const MockPrefix = "mock/"

@@ -19,6 +19,7 @@ func FuzzLoadScenario(f *testing.F) {
 	f.Add([]byte("scripts: {a: [{reply: x, chunks: 2, error: {status: 503}}]}"))
 	f.Add([]byte("scripts: {a: [{tool_calls: [{name: t, arguments: {x: [1, '{{.Channel}}', {y: ~}]}}]}]}"))
 	f.Add([]byte("scripts: {'*': [{reply: '{{ .Nope }}'}]}"))
+	f.Add([]byte("scripts: {a: [{reply: x, usage: {output_tokens: 1, reasoning_tokens: 2}}]}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := LoadScenario("fuzz.yaml", data)
 		if err == nil {
@@ -39,9 +40,11 @@ func FuzzLoadScenario(f *testing.F) {
 	})
 }
 
-// FuzzGatewayRequest sends arbitrary bodies to both routes of a gateway in
-// front of a mock: it must answer every one with a JSON body, never panic.
+// FuzzGatewayRequest sends arbitrary bodies to every POST route of a gateway
+// in front of a mock: it must answer every one with a JSON body or an event
+// stream, never panic.
 func FuzzGatewayRequest(f *testing.F) {
+	routes := []string{"/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/messages/count_tokens"}
 	for _, seed := range []string{
 		`{"model":"x","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"x","stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`,
@@ -49,9 +52,18 @@ func FuzzGatewayRequest(f *testing.F) {
 		`{"stream":true,"stream_options":{"include_usage":false},"messages":[]}`,
 		`{"stream":true,"stream_options":null,"messages":[]}`, // crashed the gateway once
 		`[]`, `{`, `{"model":1,"messages":"x"}`,
+		// The Responses API's
+		`{"model":"x","input":"hi"}`,
+		`{"model":"x","stream":true,"instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]}`,
+		`{"stream":true,"input":[{"role":"user","content":"hi"},{"type":"function_call","call_id":"c","name":"shell","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"ok"}]}`,
+		`{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]}`,
+		`{"input":[{"role":"developer","content":"x"},{"type":"reasoning","summary":[]}]}`,
+		`{"input":null,"instructions":["x"]}`, `{"input":[]}`, `{"input":{}}`, `{"background":true,"input":"x"}`,
+		`{"stream":true,"stream_options":{"include_obfuscation":false},"input":"x"}`,
 	} {
-		f.Add([]byte(seed), true)
-		f.Add([]byte(seed), false)
+		for route := range routes {
+			f.Add([]byte(seed), uint8(route))
+		}
 	}
 	g := New(Endpoints{})
 	g.Scenarios = fstest.MapFS{"any.yaml": {Data: []byte("scripts:\n  '*':\n" + strings.Repeat("    - reply: ok\n      chunks: 2\n", 50))}}
@@ -64,11 +76,8 @@ func FuzzGatewayRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	token := trial.Token("a-1").Reveal()
-	f.Fuzz(func(t *testing.T, body []byte, anthropicRoute bool) {
-		path := "/v1/chat/completions"
-		if anthropicRoute {
-			path = "/v1/messages"
-		}
+	f.Fuzz(func(t *testing.T, body []byte, route uint8) {
+		path := routes[int(route)%len(routes)]
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(string(body)))
 		req.Header.Set("Authorization", "Bearer "+token)
 		rec := httptest.NewRecorder()
@@ -78,10 +87,15 @@ func FuzzGatewayRequest(f *testing.F) {
 			if !strings.Contains(string(out), "data: ") {
 				t.Fatalf("an empty stream for %q", body)
 			}
+			// The mock's scripts never cut a stream: a Responses one ends
+			// with its terminal event.
+			if path == "/v1/responses" && !strings.Contains(string(out), "event: response.completed\n") {
+				t.Fatalf("a Responses stream without response.completed for %q: %q", body, out)
+			}
 			return
 		}
 		if !json.Valid(out) {
-			t.Fatalf("status %d, body not JSON: %q (request %q)", rec.Code, out, body)
+			t.Fatalf("%s: status %d, body not JSON: %q (request %q)", path, rec.Code, out, body)
 		}
 	})
 }

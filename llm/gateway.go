@@ -242,6 +242,10 @@ type call struct {
 	fault      string
 	cutAfter   int
 	settled    bool
+	// countTokens marks a call to /v1/messages/count_tokens: answered, but
+	// never charged, counted against the budgets, disturbed by a fault or
+	// recorded, for it is not a model call.
+	countTokens bool
 }
 
 type callKey struct{}
@@ -303,19 +307,25 @@ func (c *call) gone(w http.ResponseWriter, where string) {
 	writeError(w, c.api, c.status, "api_error", c.errMsg)
 }
 
-// ServeHTTP answers /v1/chat/completions, /v1/messages and /v1/models.
+// ServeHTTP answers /v1/chat/completions, /v1/responses, /v1/messages,
+// /v1/messages/count_tokens and /v1/models.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var api API
+	countTokens := false
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
 		api = OpenAI
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
+		api = OpenAIResponses
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
 		api = Anthropic
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens":
+		api, countTokens = Anthropic, true
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
 		g.serveModels(w, r)
 		return
 	default:
-		writeError(w, OpenAI, http.StatusNotFound, "not_found", "troupe's gateway serves POST /v1/chat/completions, POST /v1/messages and GET /v1/models")
+		writeError(w, OpenAI, http.StatusNotFound, "not_found", "troupe's gateway serves POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models")
 		return
 	}
 	st := g.grant(r)
@@ -324,6 +334,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := newCall(st, api, r, g.Now())
+	c.countTokens = countTokens
 	if !st.trial.enter(c) {
 		c.release()
 		writeError(w, api, http.StatusUnauthorized, "authentication_error", unknownToken)
@@ -341,9 +352,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.status, c.errClass, c.errMsg = status, ClassBadRequest, msg
 		writeError(w, api, status, "invalid_request_error", msg)
 	}
-	if ep.API != Mock && ep.API != api {
+	if !speaks(ep.API, api) {
 		path := map[API]string{OpenAI: "/v1/chat/completions", Anthropic: "/v1/messages"}[ep.API]
-		refuse(http.StatusBadRequest, fmt.Sprintf("endpoint %s speaks the %s API; call %s", ep.Name, ep.API, path))
+		msg := fmt.Sprintf("endpoint %s speaks the %s API; call %s", ep.Name, ep.API, path)
+		if api == OpenAIResponses {
+			msg = fmt.Sprintf("endpoint %s does not speak OpenAI's Responses API (/v1/responses): it speaks the %s API; call %s", ep.Name, ep.API, path)
+		}
+		refuse(http.StatusBadRequest, msg)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxRequestBytes))
@@ -360,8 +375,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
+	if c.countTokens { // free: not counted against the budgets, not disturbed
+		g.forward(w, r, c, body)
+		return
+	}
 	if refusal := st.admit(); refusal != nil {
 		c.status, c.errClass, c.errMsg = http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error()
+		// A spent budget stays spent: both official SDKs would otherwise
+		// retry a 429, to be refused again.
+		w.Header().Set("X-Should-Retry", "false")
 		writeError(w, api, http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error())
 		return
 	}
@@ -371,20 +393,39 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	g.forward(w, r, c, body)
+}
+
+// forward sends the rewritten body upstream (or to the mock) in the call's
+// own context.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, c *call, body []byte) {
 	out := r.Clone(c.ctx)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	g.proxy.ServeHTTP(w, out)
 }
 
+// speaks says whether an endpoint answers calls in a wire format: a mock
+// answers every one, an openai upstream chat completions and the Responses
+// API, an anthropic upstream messages.
+func speaks(endpoint, call API) bool {
+	return endpoint == Mock || endpoint == call || (endpoint == OpenAI && call == OpenAIResponses)
+}
+
 const unknownToken = "unknown or revoked troupe gateway token; use the token troupe gave this agent"
 
 // rewriteBody replaces the model with the endpoint's, so an agent cannot
-// choose another, and asks OpenAI streams to report usage.
+// choose another, and asks OpenAI streams to report usage. (A Responses
+// stream always reports it, and would refuse stream_options.include_usage.)
 func rewriteBody(api API, body []byte, model string) ([]byte, bool, error) {
 	var req map[string]json.RawMessage
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, false, fmt.Errorf("request body is not a JSON object: %v", err)
+	}
+	if api == OpenAIResponses {
+		if err := checkResponsesRequest(req); err != nil {
+			return nil, false, err
+		}
 	}
 	req["model"], _ = json.Marshal(model)
 	stream := bytes.Equal(bytes.TrimSpace(req["stream"]), []byte("true"))
@@ -445,9 +486,10 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	h := pr.Out.Header
 	// Accept-Encoding goes too: the transport then asks for gzip itself and
 	// decompresses, so the meter reads usage from plain JSON, never from
-	// compressed bytes it cannot parse. The organisation and project
-	// headers would bill the host's key to an account the agent chose.
-	for _, k := range []string{"Authorization", "X-Api-Key", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Accept-Encoding", "OpenAI-Organization", "OpenAI-Project"} {
+	// compressed bytes it cannot parse. The organisation, project and
+	// workspace headers would bill the host's key to an account the agent
+	// chose.
+	for _, k := range []string{"Authorization", "X-Api-Key", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Accept-Encoding", "OpenAI-Organization", "OpenAI-Project", "Anthropic-Workspace-Id"} {
 		h.Del(k)
 	}
 	base := ep.BaseURL
@@ -455,14 +497,20 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		base = "http://mock.invalid"
 	}
 	path := "/chat/completions"
+	if c.api == OpenAIResponses {
+		path = "/responses"
+	}
 	if c.api == Anthropic {
 		path = "/v1/messages"
+		if c.countTokens {
+			path = "/v1/messages/count_tokens"
+		}
 		if h.Get("anthropic-version") == "" {
 			h.Set("anthropic-version", "2023-06-01")
 		}
 	}
-	if ep.API == Mock && c.api == OpenAI {
-		path = "/v1/chat/completions"
+	if ep.API == Mock && c.api != Anthropic {
+		path = "/v1" + path
 	}
 	u, _ := url.Parse(base + path)
 	pr.Out.URL, pr.Out.Host = u, ""
@@ -621,8 +669,12 @@ func (g *Gateway) finish(c *call) {
 		return
 	}
 	c.settled = true
-	end := g.Now()
 	st := c.st
+	if c.countTokens { // not a model call: no record, no charge
+		g.Logger.Debug("count_tokens", "trial", st.trial.spec.ID, "agent", st.spec.ID, "endpoint", st.endpoint.Name, "status", c.status, "error", c.errMsg)
+		return
+	}
+	end := g.Now()
 	r := Record{
 		Time: c.start.UTC(), Trial: st.trial.spec.ID, Agent: st.spec.ID, Endpoint: st.endpoint.Name,
 		Model: st.endpoint.Model, API: c.api, Stream: c.stream, Status: c.status,
@@ -640,6 +692,7 @@ func (g *Gateway) finish(c *call) {
 	if c.usageSeen || c.usage != (Usage{}) { // a stream's usage is read event by event
 		cost, cached, source := Cost(c.usage, st.price)
 		r.InputTokens, r.CachedTokens, r.OutputTokens, r.CostUSD, r.CachedSource = c.usage.Input, cached, c.usage.Output, cost, source
+		r.ReasoningTokens = c.usage.Reasoning
 	}
 	if r.ErrorClass == ClassBudgetExhausted {
 		r.Status = http.StatusTooManyRequests

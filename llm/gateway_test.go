@@ -59,7 +59,7 @@ func newUpstream(t *testing.T) *upstream {
 
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.calls.Add(1)
-	anthropicAPI := r.URL.Path == "/v1/messages"
+	anthropicAPI := strings.HasPrefix(r.URL.Path, "/v1/messages")
 	if (anthropicAPI && r.Header.Get("X-Api-Key") != realKey) || (!anthropicAPI && r.Header.Get("Authorization") != "Bearer "+realKey) {
 		http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
 		return
@@ -82,6 +82,15 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "7")
 		w.WriteHeader(int(s))
 		fmt.Fprintf(w, `{"error":{"message":"upstream says %d","type":"upstream"}}`, s)
+		return
+	}
+	switch r.URL.Path {
+	case "/v1/responses":
+		u.serveResponses(w, body)
+		return
+	case "/v1/messages/count_tokens":
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"input_tokens":4242}`)
 		return
 	}
 	stream, _ := body["stream"].(bool)
@@ -218,7 +227,7 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 		"an": {Name: "an", API: Anthropic, BaseURL: up.srv.URL, APIKeyEnv: "TEST_AN_KEY", Model: "upstream-model-a"},
 	})
 	f.g.Getenv = func(k string) string { return map[string]string{"TEST_OA_KEY": realKey, "TEST_AN_KEY": realKey}[k] }
-	f.g.Scenarios = fstest.MapFS{"script.yaml": {Data: []byte(testScenario)}, "stuck.yaml": {Data: []byte(stuckScenario)}}
+	f.g.Scenarios = fstest.MapFS{"script.yaml": {Data: []byte(testScenario)}, "stuck.yaml": {Data: []byte(stuckScenario)}, "responses.yaml": {Data: []byte(responsesScenario)}}
 	f.g.Logger = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if err := f.g.Open(t.Context()); err != nil {
 		t.Fatal(err)
@@ -238,7 +247,7 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 		t.Cleanup(func() { file.Close() })
 		agents[i].Log = file
 	}
-	prices := map[string]manifest.Price{"oa": testPrice, "an": testPrice, "mock/script": testPrice, "mock/stuck": testPrice}
+	prices := map[string]manifest.Price{"oa": testPrice, "an": testPrice, "mock/script": testPrice, "mock/stuck": testPrice, "mock/responses": testPrice}
 	trial, err := f.g.OpenTrial(TrialSpec{ID: "t1", Channel: "chan-1", UserPubkey: "uu", Agents: agents, Prices: prices})
 	if err != nil {
 		t.Fatal(err)

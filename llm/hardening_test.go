@@ -249,3 +249,41 @@ func TestStreamWithoutDoneAndBillingHeaders(t *testing.T) {
 		t.Errorf("the upstream was asked to bill %q", org)
 	}
 }
+
+// An agent cannot bill another Anthropic workspace either (the SDK sets
+// the header, count_tokens among others).
+func TestNoAnthropicWorkspace(t *testing.T) {
+	f := newFixture(t, AgentSpec{ID: "b-1", Endpoint: "an"})
+	var got []string
+	var mu sync.Mutex
+	f.up.answerWith(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.Path+"="+r.Header.Get("Anthropic-Workspace-Id"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/count_tokens") {
+			io.WriteString(w, `{"input_tokens":3}`)
+			return
+		}
+		io.WriteString(w, `{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}],"model":"m","stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`)
+	})
+	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		req, _ := http.NewRequest(http.MethodPost, f.g.URL()+path, strings.NewReader(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("X-Api-Key", f.trial.Token("b-1").Reveal())
+		req.Header.Set("Anthropic-Workspace-Id", "wrkspc_other")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0] != "/v1/messages=" || got[1] != "/v1/messages/count_tokens=" {
+		t.Errorf("the upstream saw %v", got)
+	}
+}

@@ -67,6 +67,9 @@ func TestOnlyAPIHeadersReachTheAgent(t *testing.T) {
 		{"anthropic", "b-1", "/v1/messages", false, 200},
 		{"anthropic stream", "b-1", "/v1/messages", true, 200},
 		{"openai 429", "a-1", "/v1/chat/completions", false, 429},
+		{"responses", "a-1", "/v1/responses", false, 200},
+		{"responses stream", "a-1", "/v1/responses", true, 200},
+		{"responses 429", "a-1", "/v1/responses", false, 429},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := fmt.Sprintf(`{"model":"x","stream":%t,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, tc.stream)

@@ -39,6 +39,11 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return mockError(r, c.api, http.StatusBadRequest, "invalid_request_error", err.Error(), 0), nil
 	}
+	if c.countTokens { // the estimate an answer's usage would have; no step is taken
+		b, _ := json.Marshal(map[string]int64{"input_tokens": estimateInput(req)})
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)),
+			ContentLength: int64(len(b)), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+	}
 	step, err := cur.take(req.lastRole, req.lastText)
 	if es, ok := errors.AsType[*errScript](err); ok {
 		return mockError(r, c.api, http.StatusInternalServerError, es.code, es.msg, 0), nil
@@ -128,6 +133,9 @@ func (h *headerRecorder) WriteHeader(int)             {}
 // parseMockRequest finds the last message (its role and text) and the size
 // of the whole input.
 func parseMockRequest(api API, body []byte) (mockRequest, error) {
+	if api == OpenAIResponses {
+		return parseResponsesRequest(body)
+	}
 	var req struct {
 		System   json.RawMessage `json:"system"`
 		Messages []struct {
@@ -187,7 +195,7 @@ func contentText(raw json.RawMessage) string {
 // token, unless the step says otherwise.
 func estimateUsage(req mockRequest, reply string, calls []renderedCall, override *StepUsage) Usage {
 	if override != nil {
-		u := Usage{Input: override.Input, Output: override.Output}
+		u := Usage{Input: override.Input, Output: override.Output, Reasoning: override.Reasoning}
 		if override.Cached != nil {
 			u.Cached, u.CachedReported = *override.Cached, true
 		}
@@ -197,8 +205,13 @@ func estimateUsage(req mockRequest, reply string, calls []renderedCall, override
 	for _, c := range calls {
 		out += len(c.name) + len(c.args)
 	}
-	return Usage{Input: int64((req.inputChars + 3) / 4), Output: max(int64((out+3)/4), 1)}
+	return Usage{Input: estimateInput(req), Output: max(int64((out+3)/4), 1)}
 }
+
+// estimateInput is the input tokens of a request the script gives no usage
+// for, and the mock's answer to count_tokens: about a token per four
+// characters.
+func estimateInput(req mockRequest) int64 { return int64((req.inputChars + 3) / 4) }
 
 type renderedCall struct {
 	id, name string
@@ -219,6 +232,9 @@ func (a mockAnswer) openAIUsage() map[string]any {
 	if a.usage.CachedReported {
 		u["prompt_tokens_details"] = map[string]any{"cached_tokens": a.usage.Cached}
 	}
+	if a.usage.Reasoning > 0 {
+		u["completion_tokens_details"] = map[string]any{"reasoning_tokens": a.usage.Reasoning}
+	}
 	return u
 }
 
@@ -231,6 +247,9 @@ func (a mockAnswer) anthropicUsage(output int64) map[string]any {
 }
 
 func (a mockAnswer) json(api API) []byte {
+	if api == OpenAIResponses {
+		return a.responsesJSON()
+	}
 	var body any
 	if api == Anthropic {
 		content := []any{}
@@ -268,6 +287,9 @@ func (a mockAnswer) json(api API) []byte {
 
 // events writes the answer as server-sent events, the text split in n chunks.
 func (a mockAnswer) events(api API, n int) [][]byte {
+	if api == OpenAIResponses {
+		return a.responsesEvents(n)
+	}
 	var out [][]byte
 	sse := func(event string, v any) {
 		b, _ := json.Marshal(v)

@@ -75,9 +75,12 @@ type ToolCall struct {
 }
 
 // StepUsage is a step's token counts; Cached nil means "not reported".
+// Reasoning is the part of Output spent reasoning, reported only in OpenAI's
+// shapes.
 type StepUsage struct {
 	Input, Output int64
 	Cached        *int64
+	Reasoning     int64
 }
 
 // StepError is a scripted HTTP error.
@@ -177,7 +180,11 @@ func parseStep(d *yaml11.Decoder, n *yaml11.Node, path string) Step {
 						u.Cached = &v
 					}
 				}},
+				{Name: "reasoning_tokens", Decode: func(n *yaml11.Node, p string) { u.Reasoning, _ = d.Int(n, p) }},
 			}, nil)
+			if u.Reasoning > u.Output {
+				d.Errorf(n, p, "reasoning_tokens (%d) are part of output_tokens (%d) and cannot exceed them", u.Reasoning, u.Output)
+			}
 			st.Usage = u
 		}},
 		{Name: "delay_ms", Decode: func(n *yaml11.Node, p string) { st.Delay = ms(n, p) }},

@@ -10,8 +10,11 @@ import (
 // Usage is what one call consumed, normalised across wire formats: Input
 // counts every input token, cached ones included (Anthropic's input_tokens
 // plus cache reads and cache writes); Cached is the part read from cache.
+// Reasoning is the part of Output the model spent reasoning, as OpenAI
+// reports it (0 when not reported); it is priced as output.
 type Usage struct {
 	Input, Cached, Output int64
+	Reasoning             int64
 	// CachedReported is false when the upstream gave no cached count, so
 	// Cached was estimated from the price's cache_read_rate.
 	CachedReported bool
@@ -84,6 +87,9 @@ type Record struct {
 	InputTokens  int64   `json:"input_tokens"`
 	CachedTokens int64   `json:"cached_tokens"`
 	OutputTokens int64   `json:"output_tokens"`
+	// ReasoningTokens is the part of OutputTokens spent reasoning, when the
+	// upstream reports it (OpenAI's reasoning_tokens).
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
 	// CachedSource says whether CachedTokens was reported by the upstream or
 	// estimated from cache_read_rate; empty when the call used nothing.
 	CachedSource string  `json:"cached_source,omitempty"`

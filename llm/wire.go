@@ -29,19 +29,29 @@ func errorBody(api API, errType, message string) []byte {
 	return b
 }
 
-// wireUsage is the union of both APIs' usage objects.
+// wireUsage is the union of the APIs' usage objects.
 type wireUsage struct {
-	// OpenAI
+	// OpenAI chat completions
 	PromptTokens        *int64 `json:"prompt_tokens"`
 	CompletionTokens    *int64 `json:"completion_tokens"`
 	PromptTokensDetails *struct {
 		CachedTokens *int64 `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
-	// Anthropic
+	CompletionTokensDetails *struct {
+		ReasoningTokens *int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+	// Anthropic, and OpenAI Responses for input_tokens and output_tokens
 	InputTokens              *int64 `json:"input_tokens"`
 	OutputTokens             *int64 `json:"output_tokens"`
 	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	// OpenAI Responses
+	InputTokensDetails *struct {
+		CachedTokens *int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokensDetails *struct {
+		ReasoningTokens *int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
 }
 
 func val(p *int64) int64 {
@@ -64,11 +74,24 @@ func (u *Usage) merge(api API, w wireUsage) {
 			u.Cached, u.CachedReported = max(u.Cached, *w.CacheReadInputTokens), true
 		}
 		u.Output = max(u.Output, val(w.OutputTokens))
+	case OpenAIResponses:
+		// input_tokens counts cached input; output_tokens counts reasoning.
+		u.Input = max(u.Input, val(w.InputTokens))
+		u.Output = max(u.Output, val(w.OutputTokens))
+		if d := w.InputTokensDetails; d != nil && d.CachedTokens != nil {
+			u.Cached, u.CachedReported = max(u.Cached, *d.CachedTokens), true
+		}
+		if d := w.OutputTokensDetails; d != nil {
+			u.Reasoning = max(u.Reasoning, val(d.ReasoningTokens))
+		}
 	default:
 		u.Input = max(u.Input, val(w.PromptTokens))
 		u.Output = max(u.Output, val(w.CompletionTokens))
 		if d := w.PromptTokensDetails; d != nil && d.CachedTokens != nil {
 			u.Cached, u.CachedReported = max(u.Cached, *d.CachedTokens), true
+		}
+		if d := w.CompletionTokensDetails; d != nil {
+			u.Reasoning = max(u.Reasoning, val(d.ReasoningTokens))
 		}
 	}
 }
@@ -100,9 +123,12 @@ type streamEvent struct {
 }
 
 // inspectEvent updates a call from one SSE event's data lines: usage, the
-// end of the stream ([DONE] for OpenAI, message_stop for Anthropic), and an
-// error event.
+// end of the stream ([DONE] for OpenAI, message_stop for Anthropic, a
+// terminal response event for OpenAI Responses), and an error event.
 func inspectEvent(api API, event []byte, u *Usage) (done bool, errMsg string) {
+	if api == OpenAIResponses {
+		return inspectResponsesEvent(event, u)
+	}
 	for line := range bytes.Lines(event) {
 		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
 		if !ok {

@@ -85,7 +85,7 @@ type Agent struct {
 // New prepares an agent from its configuration; Run starts it.
 func New(cfg Config, log *slog.Logger) *Agent {
 	a := &Agent{cfg: cfg, log: log, seen: map[string]bool{}, wake: make(chan struct{}, 1)}
-	a.llm = &llmClient{base: cfg.LLMBaseURL, token: cfg.LLMToken, model: cfg.Model, http: &http.Client{}, sleep: sleepCtx}
+	a.llm = &llmClient{base: cfg.LLMBaseURL, token: cfg.LLMToken, model: cfg.Model, gen: cfg.Generation, http: &http.Client{}, sleep: sleepCtx}
 	a.llm.onRetry = func(attempt, status int, wait time.Duration, err error) {
 		a.log.Warn("model call will be retried", "attempt", attempt, "status", status, "wait", wait.String(), "err", err.Error())
 	}

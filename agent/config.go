@@ -19,6 +19,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,9 @@ type Config struct {
 	Deadline   time.Time
 	Workdir    string
 	AgentID    string
+	// Generation is the manifest's generation settings (TROUPE_THINKING_EFFORT
+	// and the rest), applied to every model call.
+	Generation stack.Generation
 }
 
 // ConfigFromEnv reads the stack contract. Every problem is reported, each
@@ -117,10 +121,41 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.AgentID = strings.TrimSpace(getenv(stack.EnvAgentID))
+	var genErrs []error
+	c.Generation, genErrs = generationFromEnv(getenv)
+	errs = append(errs, genErrs...)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("agent: the stack contract is not met (docs/stacks.md):\n%w", err)
 	}
 	return c, nil
+}
+
+// generationFromEnv reads the manifest's generation settings from the
+// contract; each is optional.
+func generationFromEnv(getenv func(string) string) (stack.Generation, []error) {
+	var g stack.Generation
+	var errs []error
+	g.ThinkingEffort = strings.TrimSpace(getenv(stack.EnvThinkingEffort))
+	for _, f := range []struct {
+		name string
+		into *int64
+	}{{stack.EnvMaxOutputTokens, &g.MaxOutputTokens}, {stack.EnvContextWindowTokens, &g.ContextWindowTokens},
+		{stack.EnvCompactAtPercent, &g.CompactAtPercent}, {stack.EnvCompactAtTokens, &g.CompactAtTokens}} {
+		if v := strings.TrimSpace(getenv(f.name)); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Errorf("%s=%q is not a whole number above 0", f.name, v))
+				continue
+			}
+			*f.into = n
+		}
+	}
+	if v := strings.TrimSpace(getenv(stack.EnvGenerationExtra)); v != "" {
+		if err := json.Unmarshal([]byte(v), &g.Extra); err != nil {
+			errs = append(errs, fmt.Errorf("%s is not a JSON object: %v", stack.EnvGenerationExtra, err))
+		}
+	}
+	return g, errs
 }
 
 // Main is `troupe agent`: it reads the stack contract from getenv, logs JSON

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/troupebench/troupe/stack"
 )
 
 // The chat completions wire format, as much of it as the agent uses.
@@ -41,6 +43,9 @@ type (
 		Model    string     `json:"model"`
 		Messages []message  `json:"messages"`
 		Tools    []toolSpec `json:"tools,omitempty"`
+		// The manifest's generation settings, when it sets them.
+		ReasoningEffort     string `json:"reasoning_effort,omitempty"`
+		MaxCompletionTokens int64  `json:"max_completion_tokens,omitempty"`
 	}
 	chatResponse struct {
 		Choices []struct {
@@ -64,7 +69,10 @@ func (e *errBudget) Error() string { return e.msg }
 // llmClient calls /chat/completions of an OpenAI-compatible endpoint.
 type llmClient struct {
 	base, token, model string
-	http               *http.Client
+	// gen is the manifest's generation settings: sent with each call, and
+	// the threshold at which the conversation is compacted.
+	gen  stack.Generation
+	http *http.Client
 	// sleep waits between retries; tests may shorten it.
 	sleep func(ctx context.Context, d time.Duration) error
 	// onRetry reports a retry (for logs).
@@ -77,7 +85,8 @@ const maxAttempts = 6
 // connections with backoff (honouring Retry-After), never past ctx's
 // deadline. A budget refusal is returned at once as *errBudget.
 func (c *llmClient) chat(ctx context.Context, msgs []message, tools []toolSpec) (*chatResponse, error) {
-	body, err := json.Marshal(chatRequest{Model: c.model, Messages: msgs, Tools: tools})
+	compact(msgs, c.gen)
+	body, err := c.request(msgs, tools)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +116,68 @@ func (c *llmClient) chat(ctx context.Context, msgs []message, tools []toolSpec) 
 		}
 	}
 	return nil, last
+}
+
+// request is a call's body: the messages and tools, the generation
+// settings, and generation.extra's parameters as they are (none replaces
+// the model, the messages or the tools).
+func (c *llmClient) request(msgs []message, tools []toolSpec) ([]byte, error) {
+	body, err := json.Marshal(chatRequest{Model: c.model, Messages: msgs, Tools: tools, ReasoningEffort: c.gen.ThinkingEffort, MaxCompletionTokens: c.gen.MaxOutputTokens})
+	if err != nil || len(c.gen.Extra) == 0 {
+		return body, err
+	}
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	for k, v := range c.gen.Extra {
+		if _, set := req[k]; !set {
+			req[k] = v
+		}
+	}
+	return json.Marshal(req)
+}
+
+// compactAt is the conversation's size, in estimated tokens, past which it
+// is compacted: compact_at_tokens, else compact_at_percent of the context
+// window; 0 when neither is set.
+func compactAt(g stack.Generation) int64 {
+	if g.CompactAtTokens > 0 {
+		return g.CompactAtTokens
+	}
+	if g.CompactAtPercent > 0 && g.ContextWindowTokens > 0 {
+		return g.ContextWindowTokens * g.CompactAtPercent / 100
+	}
+	return 0
+}
+
+// compact shortens the oldest tool results when the conversation (about
+// four bytes a token) has grown past the threshold, so that it fits under
+// it again; it reports whether it did.
+func compact(msgs []message, g stack.Generation) bool {
+	limit := compactAt(g) * 4
+	if limit <= 0 {
+		return false
+	}
+	var total, tools int64
+	for _, m := range msgs {
+		n := int64(0)
+		if m.Content != nil {
+			n = int64(len(*m.Content))
+		}
+		for _, tc := range m.ToolCalls {
+			n += int64(len(tc.Function.Arguments))
+		}
+		total += n
+		if m.Role == "tool" {
+			tools += n
+		}
+	}
+	if total <= limit {
+		return false
+	}
+	shrinkToolResults(msgs, int(max(0, limit-(total-tools))))
+	return true
 }
 
 // retryable: 429 (but not a budget refusal), a timeout, any server error

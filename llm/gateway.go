@@ -242,6 +242,8 @@ type call struct {
 	fault      string
 	cutAfter   int
 	settled    bool
+	// asked is what the request asked beside its messages.
+	asked *Asked
 	// countTokens marks a call to /v1/messages/count_tokens: answered, but
 	// never charged, counted against the budgets, disturbed by a fault or
 	// recorded, for it is not a model call.
@@ -370,7 +372,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.errClass, c.errMsg = ClassDisconnect, "reading the request: "+err.Error()
 		return
 	}
-	body, c.stream, err = rewriteBody(api, body, ep.Model)
+	body, c.stream, c.asked, err = rewriteBody(api, body, ep.Model)
 	if err != nil {
 		refuse(http.StatusBadRequest, err.Error())
 		return
@@ -417,16 +419,17 @@ const unknownToken = "unknown or revoked troupe gateway token; use the token tro
 // rewriteBody replaces the model with the endpoint's, so an agent cannot
 // choose another, and asks OpenAI streams to report usage. (A Responses
 // stream always reports it, and would refuse stream_options.include_usage.)
-func rewriteBody(api API, body []byte, model string) ([]byte, bool, error) {
+func rewriteBody(api API, body []byte, model string) ([]byte, bool, *Asked, error) {
 	var req map[string]json.RawMessage
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, false, fmt.Errorf("request body is not a JSON object: %v", err)
+		return nil, false, nil, fmt.Errorf("request body is not a JSON object: %v", err)
 	}
 	if api == OpenAIResponses {
 		if err := checkResponsesRequest(req); err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 	}
+	asked := askedOf(api, req)
 	req["model"], _ = json.Marshal(model)
 	stream := bytes.Equal(bytes.TrimSpace(req["stream"]), []byte("true"))
 	if stream && api == OpenAI {
@@ -438,7 +441,7 @@ func rewriteBody(api API, body []byte, model string) ([]byte, bool, error) {
 		req["stream_options"], _ = json.Marshal(opts)
 	}
 	out, err := json.Marshal(req)
-	return out, stream, err
+	return out, stream, asked, err
 }
 
 // grant finds the agent a request's token belongs to. The OpenAI SDK sends
@@ -679,6 +682,7 @@ func (g *Gateway) finish(c *call) {
 		Time: c.start.UTC(), Trial: st.trial.spec.ID, Agent: st.spec.ID, Endpoint: st.endpoint.Name,
 		Model: st.endpoint.Model, API: c.api, Stream: c.stream, Status: c.status,
 		LatencyMS: ms(end.Sub(c.start)), ErrorClass: c.errClass, Error: c.errMsg, RetryAfter: c.retryAfter, Fault: c.fault,
+		Asked: c.asked,
 	}
 	if !c.firstByte.IsZero() {
 		r.TTFBMS = ms(c.firstByte.Sub(c.start))

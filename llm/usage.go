@@ -99,6 +99,9 @@ type Record struct {
 	RetryAfter   string  `json:"retry_after,omitempty"`
 	// Fault names an injected fault that shaped the call.
 	Fault string `json:"fault,omitempty"`
+	// Asked is what the call asked beside its messages (effort, output
+	// limit); nil when it asked nothing.
+	Asked *Asked `json:"asked,omitempty"`
 }
 
 // Totals adds up calls.

@@ -8,9 +8,10 @@
 package stack
 
 import (
-	"fmt"
+	"encoding/json"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,18 @@ const (
 	// EnvAgentID is optional: the agent's name for its logs. An agent finds
 	// its id in the channel's member list anyway.
 	EnvAgentID = "TROUPE_AGENT_ID"
+
+	// The manifest's generation settings of the agent's class, each set
+	// only when the manifest sets it: they are part of the condition, so
+	// an agent must apply them (or its stack map them to its own).
+	EnvThinkingEffort      = "TROUPE_THINKING_EFFORT"
+	EnvMaxOutputTokens     = "TROUPE_MAX_OUTPUT_TOKENS"
+	EnvContextWindowTokens = "TROUPE_CONTEXT_WINDOW_TOKENS"
+	EnvCompactAtPercent    = "TROUPE_COMPACT_AT_PERCENT"
+	EnvCompactAtTokens     = "TROUPE_COMPACT_AT_TOKENS"
+	// EnvGenerationExtra is generation.extra as a JSON object: parameters
+	// an agent adds to its model requests as they are.
+	EnvGenerationExtra = "TROUPE_GENERATION_EXTRA"
 )
 
 // Where a trial puts each agent's files: Dir(id) holds its key, token and
@@ -60,9 +73,20 @@ type Values struct {
 	Model      string
 	Workdir    string
 	Deadline   time.Time
-	// MaxRounds is the model calls allowed per turn; 0 leaves the agent's
-	// default.
+	// MaxRounds is the model calls allowed per turn (the manifest's
+	// budget.max_calls, as the original system used it); 0 leaves the
+	// agent's default.
 	MaxRounds int
+	// Generation is the manifest's generation settings of the agent.
+	Generation Generation
+}
+
+// Generation is a roster class's generation settings; zero values are
+// unset.
+type Generation struct {
+	ThinkingEffort                                                          string
+	MaxOutputTokens, ContextWindowTokens, CompactAtPercent, CompactAtTokens int64
+	Extra                                                                   map[string]any
 }
 
 // Env is the contract's environment for v: every TROUPE_* variable, and
@@ -85,6 +109,30 @@ func (v Values) Env() map[string]string {
 	if v.MaxRounds > 0 {
 		env[EnvMaxRounds] = strconv.Itoa(v.MaxRounds)
 	}
+	for name, value := range v.Generation.env() {
+		env[name] = value
+	}
+	return env
+}
+
+// env is the generation settings' variables, those set.
+func (g Generation) env() map[string]string {
+	env := map[string]string{}
+	if g.ThinkingEffort != "" {
+		env[EnvThinkingEffort] = g.ThinkingEffort
+	}
+	for name, n := range map[string]int64{EnvMaxOutputTokens: g.MaxOutputTokens, EnvContextWindowTokens: g.ContextWindowTokens,
+		EnvCompactAtPercent: g.CompactAtPercent, EnvCompactAtTokens: g.CompactAtTokens} {
+		if n > 0 {
+			env[name] = strconv.FormatInt(n, 10)
+		}
+	}
+	if len(g.Extra) > 0 {
+		data, err := json.Marshal(g.Extra)
+		if err == nil {
+			env[EnvGenerationExtra] = string(data)
+		}
+	}
 	return env
 }
 
@@ -105,6 +153,13 @@ const (
 	ValueAgentID    = "agent_id"
 	ValueHome       = "home"
 	ValueMaxRounds  = "max_rounds"
+	// The generation settings: "" when the manifest leaves them unset.
+	ValueThinkingEffort      = "thinking_effort"
+	ValueMaxOutputTokens     = "max_output_tokens"
+	ValueContextWindowTokens = "context_window_tokens"
+	ValueCompactAtPercent    = "compact_at_percent"
+	ValueCompactAtTokens     = "compact_at_tokens"
+	ValueGenerationExtra     = "generation_extra"
 )
 
 // identity are the values that say who an agent is, or let it act as
@@ -125,6 +180,12 @@ func (v Values) values(key, token string) map[string]string {
 		ValueWorkdir: v.Workdir, ValueDeadline: env[EnvDeadline], ValueAgentID: v.AgentID, ValueHome: env["HOME"],
 		ValueMaxRounds: strconv.Itoa(v.MaxRounds),
 	}
+	gen := v.Generation.env()
+	for value, name := range map[string]string{ValueThinkingEffort: EnvThinkingEffort, ValueMaxOutputTokens: EnvMaxOutputTokens,
+		ValueContextWindowTokens: EnvContextWindowTokens, ValueCompactAtPercent: EnvCompactAtPercent, ValueCompactAtTokens: EnvCompactAtTokens,
+		ValueGenerationExtra: EnvGenerationExtra} {
+		vals[value] = gen[name]
+	}
 	return vals
 }
 
@@ -137,7 +198,7 @@ func trimV1(u string) string {
 
 // valueNames lists the values a mapping may name, for messages.
 func valueNames() string {
-	return fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s",
-		ValueRelayURL, ValueChannel, ValueKeyFile, ValueKey, ValueTokenFile, ValueToken, ValueLLMBaseURL, ValueLLMURL,
-		ValueModel, ValuePromptFile, ValueWorkdir, ValueDeadline, ValueAgentID, ValueHome, ValueMaxRounds)
+	return strings.Join([]string{ValueRelayURL, ValueChannel, ValueKeyFile, ValueKey, ValueTokenFile, ValueToken, ValueLLMBaseURL, ValueLLMURL,
+		ValueModel, ValuePromptFile, ValueWorkdir, ValueDeadline, ValueAgentID, ValueHome, ValueMaxRounds,
+		ValueThinkingEffort, ValueMaxOutputTokens, ValueContextWindowTokens, ValueCompactAtPercent, ValueCompactAtTokens, ValueGenerationExtra}, ", ")
 }

@@ -706,6 +706,29 @@ func (r *run) containerFiles() []runtime.File {
 	return files
 }
 
+// maxRounds is the contract's round limit: the manifest's budget.max_calls,
+// as the original system used it (0: the agent's default).
+func maxRounds(b manifest.Budget) int {
+	if b.MaxCalls == nil {
+		return 0
+	}
+	return int(*b.MaxCalls)
+}
+
+// generation is the contract's form of a class's generation settings.
+func generation(g manifest.Generation) stack.Generation {
+	out := stack.Generation{ThinkingEffort: g.ThinkingEffort, Extra: g.Extra}
+	for _, f := range []struct {
+		from *int64
+		into *int64
+	}{{g.MaxOutputTokens, &out.MaxOutputTokens}, {g.ContextWindowTokens, &out.ContextWindowTokens}, {g.CompactAtPercent, &out.CompactAtPercent}, {g.CompactAtTokens, &out.CompactAtTokens}} {
+		if f.from != nil {
+			*f.into = *f.from
+		}
+	}
+	return out
+}
+
 // stackFiles are the files of the stacks the agents run, each stack's
 // once, checked against their digests again (a file may have changed since
 // the job started).
@@ -788,6 +811,7 @@ func (r *run) launch(ctx context.Context) error {
 		cmd, env := ar.stack.Launch(stack.Values{
 			AgentID: ar.ID, RelayURL: relay.ContainerURL, Channel: r.id, LLMBaseURL: llm.ContainerURL + "/v1",
 			Model: ar.Endpoint, Workdir: r.workdir, Deadline: r.deadline,
+			MaxRounds: maxRounds(ar.Budget), Generation: generation(ar.Generation),
 		}, ar.sk.Reveal(), r.gw.Token(ar.ID).Reveal())
 		env = append(env, proxyEnv(r.agentNet())...)
 		user := fmt.Sprintf("%d:%d", ar.uid, ar.gid)

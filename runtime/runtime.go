@@ -98,6 +98,20 @@ type ImageSpec struct {
 	Dockerfile string
 }
 
+// CommitSpec describes an image made of a container's filesystem: the
+// image the container was created from, and what was done in it. A
+// backend that commits containers (runtime/docker's CommitOnce) keeps one
+// image per Base image ID and Key.
+type CommitSpec struct {
+	// Base is the image the container is created from.
+	Base string
+	// Key says, with Base's image ID, what the image holds (a stack's
+	// digest).
+	Key string
+	// Labels are added to troupe's own.
+	Labels map[string]string
+}
+
 // ContainerSpec describes a container.
 type ContainerSpec struct {
 	Image      string

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/troupebench/troupe/internal/yaml11"
 )
@@ -22,8 +23,9 @@ const maxFile = 1 << 20
 var stackName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // Parse decodes a `stacks:` mapping (troupe's config file, or a stacks
-// file): name → {command, files, env, fixed_env}. Files' paths are
-// relative to dir, the defining file's folder; source names that file.
+// file): name → {command, files, env, fixed_env, install, install_user,
+// install_timeout_sec}. Files' paths are relative to dir, the defining
+// file's folder; source names that file.
 // Problems go to d, each located.
 func Parse(d *yaml11.Decoder, n *yaml11.Node, path, dir, source string) Set {
 	out := Set{}
@@ -58,6 +60,21 @@ func Parse(d *yaml11.Decoder, n *yaml11.Node, path, dir, source string) Set {
 			}},
 			{Name: "env", Decode: func(n *yaml11.Node, path string) { st.Env = stringMap(d, n, path) }},
 			{Name: "fixed_env", Decode: func(n *yaml11.Node, path string) { st.FixedEnv = stringMap(d, n, path) }},
+			{Name: "install", Decode: func(n *yaml11.Node, path string) {
+				if f, ok := parseInstall(d, n, path, dir); ok {
+					st.Install = &f
+				}
+			}},
+			{Name: "install_user", Decode: func(n *yaml11.Node, path string) { st.InstallUser, _ = d.String(n, path) }},
+			{Name: "install_timeout_sec", Decode: func(n *yaml11.Node, path string) {
+				if v, ok := d.Float(n, path); ok {
+					if v <= 0 || v > 24*3600 {
+						d.Errorf(n, path, "must be more than 0 and at most a day (86400), in seconds; found %v", v)
+						return
+					}
+					st.InstallTimeout = time.Duration(v * float64(time.Second))
+				}
+			}},
 		}, nil)
 		if d.Count() > before {
 			return
@@ -75,14 +92,7 @@ func parseFile(d *yaml11.Decoder, n *yaml11.Node, path, dir string) (File, bool)
 	before := d.Count()
 	var f File
 	d.Struct(n, path, []yaml11.Field{
-		{Name: "path", Required: true, Decode: func(n *yaml11.Node, path string) {
-			if s, ok := d.String(n, path); ok {
-				if !filepath.IsAbs(s) {
-					s = filepath.Join(dir, s)
-				}
-				f.Path = s
-			}
-		}},
+		{Name: "path", Required: true, Decode: func(n *yaml11.Node, path string) { f.Path = hostPath(d, n, path, dir) }},
 		{Name: "to", Required: true, Decode: func(n *yaml11.Node, path string) { f.To, _ = d.String(n, path) }},
 		{Name: "sha256", Required: true, Decode: func(n *yaml11.Node, path string) { f.SHA256, _ = d.String(n, path) }},
 		{Name: "mode", Decode: func(n *yaml11.Node, path string) {
@@ -99,6 +109,27 @@ func parseFile(d *yaml11.Decoder, n *yaml11.Node, path, dir string) (File, bool)
 		}},
 	}, nil)
 	return f, d.Count() == before
+}
+
+// parseInstall reads install: {path, sha256}: a script of the host, run
+// in the container from InstallDir.
+func parseInstall(d *yaml11.Decoder, n *yaml11.Node, path, dir string) (File, bool) {
+	before := d.Count()
+	var f File
+	d.Struct(n, path, []yaml11.Field{
+		{Name: "path", Required: true, Decode: func(n *yaml11.Node, path string) { f.Path = hostPath(d, n, path, dir) }},
+		{Name: "sha256", Required: true, Decode: func(n *yaml11.Node, path string) { f.SHA256, _ = d.String(n, path) }},
+	}, nil)
+	return f, d.Count() == before
+}
+
+// hostPath is a file's path on the host, relative to dir unless absolute.
+func hostPath(d *yaml11.Decoder, n *yaml11.Node, path, dir string) string {
+	s, ok := d.String(n, path)
+	if ok && !filepath.IsAbs(s) {
+		s = filepath.Join(dir, s)
+	}
+	return s
 }
 
 func stringMap(d *yaml11.Decoder, n *yaml11.Node, path string) map[string]string {

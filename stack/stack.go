@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/troupebench/troupe/runtime"
 )
@@ -46,7 +47,26 @@ type Stack struct {
 	Env map[string]string
 	// FixedEnv are variables of fixed value; none may carry identity.
 	FixedEnv map[string]string
+	// Install, when set, is a script (its To unused) run before the agents
+	// launch, as InstallUser, in a container of the task's image of its own
+	// with the stack's files; what it leaves is kept as an image per task
+	// image and stack digest, which later trials start from
+	// (docs/stacks.md, "Install scripts").
+	Install *File
+	// InstallUser runs the install script: a user name or uid[:gid] of
+	// the image; "" is root.
+	InstallUser string
+	// InstallTimeout bounds the install script; 0 is DefaultInstallTimeout.
+	InstallTimeout time.Duration
 }
+
+// DefaultInstallTimeout bounds an install script whose stack sets no
+// install_timeout_sec.
+const DefaultInstallTimeout = 600 * time.Second
+
+// InstallDir is where an install script is put in its container:
+// InstallDir/<stack>/install. It stays in the image the install makes.
+const InstallDir = "/opt/troupe-install"
 
 // File is a file or folder of the host uploaded at To in the container,
 // pinned by its SHA-256 (a folder's: runtime.DirDigest's).
@@ -104,14 +124,23 @@ func (st *Stack) Digest() string {
 		Mode   uint32 `json:"mode"`
 		SHA256 string `json:"sha256"`
 	}
+	type install struct {
+		SHA256 string `json:"sha256"`
+		User   string `json:"user,omitempty"`
+	}
 	doc := struct {
 		Command  []string          `json:"command"`
 		Files    []file            `json:"files"`
 		Env      map[string]string `json:"env"`
 		FixedEnv map[string]string `json:"fixed_env"`
+		// Only with a script: a stack without one keeps its digest.
+		Install *install `json:"install,omitempty"`
 	}{Command: st.Command, Env: st.Env, FixedEnv: st.FixedEnv}
 	for _, f := range st.Files {
 		doc.Files = append(doc.Files, file{f.To, uint32(f.Mode), f.SHA256})
+	}
+	if st.Install != nil {
+		doc.Install = &install{st.Install.SHA256, st.InstallUser}
 	}
 	data, _ := json.Marshal(doc) // maps marshal in key order
 	sum := sha256.Sum256(data)
@@ -155,14 +184,30 @@ func (st *Stack) Check() error {
 			errs = append(errs, fmt.Errorf("files: %s is uploaded twice", f.To))
 		}
 		seen[f.To] = true
-		if !strings.HasPrefix(f.SHA256, "sha256:") || len(f.SHA256) != len("sha256:")+64 {
+		if !validDigest(f.SHA256) {
 			errs = append(errs, fmt.Errorf("files: %s: sha256 must be sha256:<64 hex digits> (troupe hash FILE prints it)", f.Path))
 		}
+	}
+	switch {
+	case st.Install != nil && !validDigest(st.Install.SHA256):
+		errs = append(errs, fmt.Errorf("install: %s: sha256 must be sha256:<64 hex digits> (troupe hash FILE prints it)", st.Install.Path))
+	case st.Install == nil && (st.InstallUser != "" || st.InstallTimeout != 0):
+		errs = append(errs, errors.New("install_user and install_timeout_sec need an install script (install: {path, sha256})"))
+	}
+	if u := st.InstallUser; u != "" && (strings.ContainsAny(u, " \t\n") || strings.Count(u, ":") > 1 || strings.HasPrefix(u, ":") || strings.HasSuffix(u, ":")) {
+		errs = append(errs, fmt.Errorf("install_user: %q is not a user name or uid[:gid]", u))
+	}
+	if st.InstallTimeout < 0 {
+		errs = append(errs, errors.New("install_timeout_sec must be more than 0"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stack %s (%s): %w", st.Name, st.Source, err)
 	}
 	return nil
+}
+
+func validDigest(s string) bool {
+	return strings.HasPrefix(s, "sha256:") && len(s) == len("sha256:")+64
 }
 
 func valueNamesSet() map[string]bool {
@@ -214,7 +259,32 @@ func (st *Stack) Verify() ([]runtime.File, error) {
 	if total > maxUpload {
 		errs = append(errs, fmt.Errorf("stack %s: its files are %d bytes, over the %d a trial uploads", st.Name, total, maxUpload))
 	}
+	if st.Install != nil {
+		if _, err := st.InstallScript(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return out, errors.Join(errs...)
+}
+
+// InstallScript reads the install script, checks it against its pinned
+// digest, and returns it as the file to run: InstallDir/<stack>/install,
+// root's, mode 0755. A mismatch names the file.
+func (st *Stack) InstallScript() (runtime.File, error) {
+	f := *st.Install
+	if info, err := os.Stat(f.Path); err == nil && info.IsDir() {
+		return runtime.File{}, fmt.Errorf("stack %s: install: %s is a folder: the install script is one file (upload a folder with files:)", st.Name, f.Path)
+	}
+	f.To = path.Join(InstallDir, st.Name, "install")
+	got, files, err := read(f)
+	switch {
+	case err != nil:
+		return runtime.File{}, fmt.Errorf("stack %s: install: %w", st.Name, err)
+	case got != f.SHA256:
+		return runtime.File{}, fmt.Errorf("stack %s: install: %s has %s, but the stack pins %s: the script changed since it was pinned (troupe hash %s prints its digest)", st.Name, f.Path, got, f.SHA256, f.Path)
+	}
+	files[0].Mode = 0o755
+	return files[0], nil
 }
 
 // read reads a stack's file or folder and returns its digest and the

@@ -155,6 +155,8 @@ type Result struct {
 	// Network says what the agents and the verifier were given, and what
 	// the allowlist proxy let through and refused.
 	Network *NetworkRecord `json:"network"`
+	// Installs are the stacks' install scripts: run, or their image reused.
+	Installs []InstallRecord `json:"installs,omitempty"`
 }
 
 // Finished reports whether a result is final for resuming: scored trials and

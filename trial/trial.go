@@ -585,8 +585,13 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	}
 	r.img = img
 	r.workdir = cmp.Or(task.Workdir, img.WorkDir, defaultWorkdir)
+	// The stacks' install scripts first, each in a container of its own:
+	// the trial's starts from the image they made (install.go).
+	if kind, err := r.install(ctx); err != nil {
+		return kind, err
+	}
 	spec := runtime.ContainerSpec{
-		Image: img.Ref, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
+		Image: r.img.Ref, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
 		Labels:  map[string]string{runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id},
 		Env:     containerEnv(task),
 		Network: r.containerNetwork(), CPUs: task.CPUs, MemoryMB: task.MemoryMB, Pids: defaultPids,
@@ -621,7 +626,7 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	if err := ctx.Err(); err != nil {
 		return ErrCancelled, err
 	}
-	r.log.Info("container", "id", id, "image", img.Ref, "workdir", r.workdir, "network", spec.Network, "agents", r.agentNet().Mode, "verifier", r.verifierNet().Mode)
+	r.log.Info("container", "id", id, "image", r.img.Ref, "workdir", r.workdir, "network", spec.Network, "agents", r.agentNet().Mode, "verifier", r.verifierNet().Mode)
 	if spec.Network == runtime.NetworkBridge && !r.agentsOnline() {
 		// The internet is the verifier's only: the agents start offline.
 		if err := rt.SetOnline(ctx, id, false); err != nil {

@@ -28,7 +28,10 @@ troupe run does the same when it starts.
 
 --all removes every troupe resource on the Docker engine, whoever owns it, running or
 not, and the volumes that hold troupe's binary (one per build, troupe-bin-<digest>,
-shared by that build's trial containers and kept between jobs). --dry-run lists what would be removed and removes nothing.`,
+shared by that build's trial containers and kept between jobs). --dry-run lists what would be removed and removes nothing.
+
+Images are a cache, and clean leaves them: the task environments troupe builds (troupe-env:<key>)
+and the images of stacks' install scripts (troupe-stack:<key>); docker image rm removes them.`,
 		Example: `  troupe clean --dry-run
   troupe clean
   troupe clean --all`,

@@ -52,13 +52,16 @@ func benchTargets(b *testing.B, path string) map[string][2]string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { g.Close(context.Background()) })
-	trial, err := g.OpenTrial(TrialSpec{ID: "t", Agents: []AgentSpec{{ID: "a-1", Endpoint: "oa", Log: io.Discard}}, Prices: map[string]manifest.Price{"oa": testPrice}})
+	trial, err := g.OpenTrial(TrialSpec{ID: "t", Agents: []AgentSpec{{ID: "a-1", Endpoint: "oa", Log: io.Discard}, {ID: "a-2", Endpoint: "oa", Log: io.Discard, Conversation: io.Discard}},
+		Prices: map[string]manifest.Price{"oa": testPrice}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return map[string][2]string{
 		"baseline": {up.URL + "/v1" + path, "sk-bench"},
 		"gateway":  {g.URL() + "/v1" + path, trial.Token("a-1").Reveal()},
+		// recorded: the gateway keeping each call whole too.
+		"recorded": {g.URL() + "/v1" + path, trial.Token("a-2").Reveal()},
 	}
 }
 
@@ -84,7 +87,7 @@ func BenchmarkGatewayResponsesCall(b *testing.B) {
 
 func benchPlainCalls(b *testing.B, path, body string) {
 	targets := benchTargets(b, path)
-	for _, name := range []string{"baseline", "gateway"} {
+	for _, name := range []string{"baseline", "gateway", "recorded"} {
 		b.Run(name, func(b *testing.B) {
 			url, key := targets[name][0], targets[name][1]
 			client := &http.Client{}

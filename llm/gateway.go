@@ -244,6 +244,11 @@ type call struct {
 	settled    bool
 	// asked is what the request asked beside its messages.
 	asked *Asked
+	// request and answer are the call whole, for the agent's conversation
+	// record (nil and empty when it keeps none).
+	request       []byte
+	answer        bytes.Buffer
+	answerOmitted int
 	// countTokens marks a call to /v1/messages/count_tokens: answered, but
 	// never charged, counted against the budgets, disturbed by a fault or
 	// recorded, for it is not a model call.
@@ -373,6 +378,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, c.stream, c.asked, err = rewriteBody(api, body, ep.Model)
+	if st.spec.Conversation != nil && err == nil {
+		c.request = body
+	}
 	if err != nil {
 		refuse(http.StatusBadRequest, err.Error())
 		return
@@ -595,6 +603,7 @@ func (g *Gateway) meterResponse(resp *http.Response) error {
 	}
 	resp.ContentLength = int64(len(data))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(data)))
+	c.keepAnswer(data)
 	m.pending = data
 	c.complete = true
 	g.finish(c)
@@ -702,6 +711,11 @@ func (g *Gateway) finish(c *call) {
 		r.Status = http.StatusTooManyRequests
 	}
 	st.settle(r)
+	if st.spec.Conversation != nil {
+		st.trial.mu.Lock()
+		st.recordConversation(c)
+		st.trial.mu.Unlock()
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -751,6 +765,7 @@ func (m *meter) Read(p []byte) (int, error) {
 		}
 		m.events++
 		event = m.scrub.Scrub(event)
+		m.c.keepAnswer(event)
 		done, errMsg := inspectEvent(m.c.api, event, &m.c.usage)
 		if errMsg != "" {
 			m.c.errMsg = errMsg

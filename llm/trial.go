@@ -27,6 +27,9 @@ type AgentSpec struct {
 	Budget                 manifest.Budget
 	// Log receives the agent's call records as JSON lines; nil keeps none.
 	Log io.Writer
+	// Conversation receives every call whole, request and answer (see
+	// record.go); nil keeps none.
+	Conversation io.Writer
 }
 
 // TrialSpec is what the gateway needs to know about a trial.
@@ -104,6 +107,7 @@ type agentState struct {
 	totals    Totals
 	exhausted *Exhaustion
 	reported  bool
+	conv      *conversation
 }
 
 // OpenTrial mints a token for each agent. Every endpoint must be configured

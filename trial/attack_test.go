@@ -156,7 +156,7 @@ func grepFolder(t *testing.T, dir string, values []string) {
 		if err != nil || e.IsDir() {
 			return err
 		}
-		data, _ := os.ReadFile(p)
+		data := readPlain(t, p)
 		for _, v := range values {
 			if bytes.Contains(data, []byte(v)) {
 				t.Errorf("%s holds a secret the trial minted (%s…)", p, v[:6])

@@ -24,6 +24,9 @@ type Bounds struct {
 	AgentOutput capfile.Limit
 	// Calls bounds each agent's llm-calls.jsonl.
 	Calls capfile.Limit
+	// Conversation bounds each agent's llm-conversation.jsonl (before it is
+	// compressed): its model calls whole.
+	Conversation capfile.Limit
 	// Transcript and Audit bound relay/transcript.jsonl and audit.jsonl.
 	Transcript, Audit capfile.Limit
 	// TrialLog bounds trial.log.
@@ -40,6 +43,7 @@ type Bounds struct {
 var DefaultBounds = Bounds{
 	AgentOutput:    capfile.Limit{Head: 4 << 20, Tail: 4 << 20},
 	Calls:          capfile.Limit{Head: 4 << 20, Tail: 4 << 20, Lines: true},
+	Conversation:   capfile.Limit{Head: 32 << 20, Tail: 32 << 20, Lines: true},
 	Transcript:     capfile.Limit{Head: 16 << 20, Tail: 16 << 20, Lines: true},
 	Audit:          capfile.Limit{Head: 4 << 20, Tail: 4 << 20, Lines: true},
 	TrialLog:       capfile.Limit{Head: 4 << 20, Tail: 4 << 20},

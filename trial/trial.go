@@ -113,6 +113,9 @@ type Env struct {
 	Bounds Bounds
 	// Network is the user's network policy; the zero value is NetworkTask.
 	Network NetworkPolicy
+	// Record is how much of each model call the trial keeps; the zero value
+	// is RecordFull.
+	Record RecordMode
 	// EgressDial is how the allowlist proxy reaches allowed hosts; nil is
 	// egress's default, which never reaches the host itself (tests give
 	// one that reaches a local server).
@@ -193,6 +196,7 @@ type agentRun struct {
 	proc           runtime.Process
 	stdout, stderr *sink
 	calls          *sink
+	conversation   *sink
 	exited         bool
 }
 
@@ -497,8 +501,15 @@ func (r *run) provision() error {
 		if ar.stderr, err = r.openSink(path.Join(agentDir, "stderr.log"), bounds.AgentOutput); err != nil {
 			return err
 		}
-		if ar.calls, err = r.openSink(path.Join(agentDir, "llm-calls.jsonl"), bounds.Calls); err != nil {
-			return err
+		if r.env.Record != RecordNone {
+			if ar.calls, err = r.openSink(path.Join(agentDir, "llm-calls.jsonl"), bounds.Calls); err != nil {
+				return err
+			}
+		}
+		if r.env.Record.full() {
+			if ar.conversation, err = r.openSink(path.Join(agentDir, conversationFile), bounds.Conversation); err != nil {
+				return err
+			}
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(r.spec.Dir, "relay"), 0o755); err != nil {
@@ -531,7 +542,7 @@ func (r *run) provision() error {
 	var specs []llm.AgentSpec
 	for _, ar := range r.agents {
 		relayMembers = append(relayMembers, relay.Member{Pubkey: ar.pk, ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind)})
-		specs = append(specs, llm.AgentSpec{ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind), Pubkey: ar.pk, Endpoint: ar.Endpoint, Budget: ar.Budget, Log: ar.calls})
+		specs = append(specs, llm.AgentSpec{ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind), Pubkey: ar.pk, Endpoint: ar.Endpoint, Budget: ar.Budget, Log: optional(ar.calls), Conversation: optional(ar.conversation)})
 	}
 	m := team.Manifest
 	r.gw, err = r.env.Gateway.OpenTrial(llm.TrialSpec{ID: r.id, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD})
@@ -990,6 +1001,7 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	r.closeTunnel()
 	r.stopEgress()
 	r.closeSinks()
+	r.compressConversations()
 	if r.container != "" {
 		r.phase("teardown", &r.res.Teardown)
 		if err := r.env.Runtime.Remove(cctx, runtime.Resource{Kind: runtime.KindContainer, ID: r.container}); err != nil {

@@ -1,8 +1,11 @@
 package trial
 
 import (
+	"bytes"
 	"cmp"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -66,6 +69,26 @@ var (
 	token = regexp.MustCompile(`tg-[0-9a-f]{16,}`)
 )
 
+// readPlain reads a file of a trial folder, decompressed when it is a .gz
+// (a conversation record): a secret compressed is still a secret.
+func readPlain(t *testing.T, p string) []byte {
+	t.Helper()
+	data, _ := os.ReadFile(p)
+	if !strings.HasSuffix(p, ".gz") {
+		return data
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Errorf("%s: %v", p, err)
+		return data
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		t.Errorf("%s: %v", p, err)
+	}
+	return plain
+}
+
 // noSecrets checks every file of a trial folder: no gateway token, and no
 // 64-hex string that is the secret key of any pubkey the trial used.
 func noSecrets(t *testing.T, dir string) {
@@ -89,7 +112,7 @@ func noSecrets(t *testing.T, dir string) {
 		if err != nil || e.IsDir() {
 			return err
 		}
-		data, _ := os.ReadFile(p)
+		data := readPlain(t, p)
 		if m := token.Find(data); m != nil {
 			t.Errorf("%s holds a gateway token (%s…)", p, m[:8])
 		}
@@ -98,7 +121,7 @@ func noSecrets(t *testing.T, dir string) {
 				t.Errorf("%s holds the secret key of %s", p, pk)
 			}
 		}
-		if strings.Contains(string(data), "sk-troupe-real-key") {
+		if strings.Contains(string(data), "sk-troupe-real-key-do-not-leak") {
 			t.Errorf("%s holds the host's real API key", p)
 		}
 		return nil
@@ -214,7 +237,7 @@ func TestCompletionReasonsAndOutcomes(t *testing.T) {
 			}
 		}},
 		{manifest: "budget", task: helloWorld, reason: BudgetExhausted, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
-			if res.Agents[0].BudgetExhausted != "max_calls" || res.Agents[0].Usage.Calls != 1 {
+			if res.Agents[0].BudgetExhausted != "max_output_tokens" || res.Agents[0].Usage.Calls != 1 {
 				t.Errorf("agent record %+v", res.Agents[0])
 			}
 		}},

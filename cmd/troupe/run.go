@@ -47,12 +47,14 @@ type runOptions struct {
 	strict       bool
 	rebuild      bool
 	network      trial.NetworkPolicy
+	record       trial.RecordMode
 	// datasets are --dataset NAME@VERSION, read from registry.
 	datasets []string
 	registry string
 	// oracle adds the oracle condition (each task's solution/solve.sh);
 	// check reports per task whether it passed (troupe tasks check).
 	oracle, check bool
+	recordFlag    string
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -114,6 +116,9 @@ run, 2 for a usage error.`,
 			if opts.registry, err = a.registry(cmd); err != nil {
 				return err
 			}
+			if opts.record, err = trial.ParseRecordMode(opts.recordFlag); err != nil {
+				return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--record: %w", err)}
+			}
 			return runRun(cmd.Context(), a, opts, root, cfg, os.Args)
 		},
 	}
@@ -132,6 +137,7 @@ run, 2 for a usage error.`,
 	f.BoolVar(&opts.rebuild, "rebuild", false, "build each task environment again, the engine's layer cache off, even when an image built from the same folder and base images exists (once per job; its trials share the build)")
 	f.BoolVar(&opts.oracle, "oracle", false, "also run the condition \"oracle\": each task's own solution/solve.sh in place of a team (Harbor's oracle agent); with no manifest, only it")
 	networkFlag(cmd)
+	f.StringVar(&opts.recordFlag, "record", string(trial.RecordFull), "what each trial keeps of its model calls: full (every call whole, request and answer, in agents/<id>/llm-conversation.jsonl.gz), meta (metering lines only), none")
 	artifactRootFlag(cmd)
 	return cmd
 }
@@ -309,7 +315,7 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	jobID := filepath.Base(out) + "-" + fmt.Sprint(time.Now().Unix())
 	limits := trial.DefaultLimits
 	limits.Multiplier, limits.Ready = opts.multiplier, opts.readyTimeout
-	env := &trial.Env{Runtime: rt, Relay: rl, Gateway: gw, Binary: bin, JobID: jobID, Version: shortVersion(), Limits: limits, Network: opts.network}
+	env := &trial.Env{Runtime: rt, Relay: rl, Gateway: gw, Binary: bin, JobID: jobID, Version: shortVersion(), Limits: limits, Network: opts.network, Record: opts.record}
 
 	// The first signal cancels ctx (main's NotifyContext); a second one
 	// removes this job's containers at once and exits.

@@ -1,0 +1,176 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+)
+
+// lockedBuffer is a conversation record the test reads back.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+// TestConversationRecord: every call is kept whole, its request as the
+// upstream got it (history and all) and its answer as the agent got it,
+// streamed or not, with no token in it.
+func TestConversationRecord(t *testing.T) {
+	rec := &lockedBuffer{}
+	f := newFixture(t, AgentSpec{ID: "a-1", Endpoint: "oa", Conversation: rec})
+	client := f.openai("a-1")
+	token := f.trial.Token("a-1").Reveal()
+	history := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(strings.Repeat("You are a careful agent. ", 40))}
+	for i := range 3 {
+		history = append(history, openai.UserMessage(fmt.Sprintf("step %d (my token is %s)", i, token)))
+		p := chatParams
+		p.Messages = history
+		if _, err := client.Chat.Completions.New(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		history = append(history, openai.AssistantMessage(fmt.Sprintf("done %d", i)))
+	}
+	s := client.Chat.Completions.NewStreaming(t.Context(), chatParams)
+	for s.Next() {
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	data := rec.Bytes()
+	if bytes.Contains(data, []byte(token)) || bytes.Contains(data, []byte(realKey)) {
+		t.Error("the record holds the agent's token or the real key")
+	}
+	calls, missing, err := ReadConversation(bytes.NewReader(data))
+	if err != nil || missing != 0 || len(calls) != 4 {
+		t.Fatalf("%d calls, %d blocks missing, %v", len(calls), missing, err)
+	}
+	for i, c := range calls[:3] {
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(c.Request, &req); err != nil {
+			t.Fatal(err)
+		}
+		if req.Model != "upstream-model-o" || len(req.Messages) != 2+2*i || req.Messages[len(req.Messages)-1].Content != fmt.Sprintf("step %d (my token is [redacted by troupe])", i) {
+			t.Errorf("call %d: %+v", i+1, req)
+		}
+		if c.N != int64(i+1) || c.Status != 200 || c.Stream || !bytes.Contains(c.Answer, []byte(`"choices"`)) {
+			t.Errorf("call %d: %+v", i+1, c)
+		}
+	}
+	if c := calls[3]; !c.Stream || !strings.Contains(c.AnswerText, "data: ") || c.Answer != nil {
+		t.Errorf("the streamed call: %+v", c)
+	}
+	// The system prompt, sent three times, is in the record once.
+	if n := bytes.Count(data, []byte(strings.Repeat("You are a careful agent. ", 40))); n != 1 {
+		t.Errorf("the system prompt is in the record %d times", n)
+	}
+}
+
+// synthetic is a 200-call conversation: a system prompt, tools, and one
+// message more on each call.
+func synthetic(calls int) [][]byte {
+	msgs := []map[string]string{{"role": "system", "content": strings.Repeat("system prompt ", 80)}}
+	tools := []map[string]any{}
+	for i := range 6 {
+		tools = append(tools, map[string]any{"type": "function", "function": map[string]any{"name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("does a thing ", 20)}})
+	}
+	var out [][]byte
+	for i := range calls {
+		msgs = append(msgs, map[string]string{"role": "user", "content": fmt.Sprintf("message %d: %s", i, strings.Repeat("some words of the turn ", 20))})
+		body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": tools})
+		out = append(out, body)
+	}
+	return out
+}
+
+// TestConversationStorage: a 200-call conversation costs less than three
+// times its last request, not the sum of its requests.
+func TestConversationStorage(t *testing.T) {
+	reqs := synthetic(200)
+	cv := &conversation{written: map[string]bool{}}
+	total := 0
+	for _, r := range reqs {
+		line, blocks := cv.split(r)
+		total += len(line)
+		for _, b := range blocks {
+			data, _ := json.Marshal(b)
+			total += len(data)
+		}
+	}
+	last := len(reqs[len(reqs)-1])
+	var all int
+	for _, r := range reqs {
+		all += len(r)
+	}
+	t.Logf("record %d bytes, last request %d, all requests %d (%.1fx the last)", total, last, all, float64(total)/float64(last))
+	if total >= 3*last {
+		t.Errorf("the record is %d bytes, %.1f times its last request", total, float64(total)/float64(last))
+	}
+}
+
+// BenchmarkConversationStorage reports the record's size as a multiple of
+// the last request, and the time to split a request.
+func BenchmarkConversationStorage(b *testing.B) {
+	reqs := synthetic(200)
+	var total int
+	for b.Loop() {
+		cv := &conversation{written: map[string]bool{}}
+		total = 0
+		for _, r := range reqs {
+			line, blocks := cv.split(r)
+			total += len(line)
+			for _, bl := range blocks {
+				total += len(bl.JSON) + 40
+			}
+		}
+	}
+	b.ReportMetric(float64(total)/float64(len(reqs[len(reqs)-1])), "x-last-request")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*len(reqs)), "µs/call")
+}
+
+// FuzzReadConversation: a record (or anything in its place) reads into
+// calls or an error, never a panic; what split writes reads back whole.
+func FuzzReadConversation(f *testing.F) {
+	cv := &conversation{written: map[string]bool{}}
+	var seed bytes.Buffer
+	for _, r := range synthetic(3) {
+		line, blocks := cv.split(r)
+		for _, b := range blocks {
+			data, _ := json.Marshal(b)
+			seed.Write(append(data, '\n'))
+		}
+		data, _ := json.Marshal(conversationLine{Call: 1, Request: line})
+		seed.Write(append(data, '\n'))
+	}
+	f.Add(seed.Bytes())
+	f.Add([]byte(`{"call":1,"request":{"messages":{"$blocks":["x"]}}}`))
+	f.Add([]byte("{\"block\":\"a\",\"json\":1}\n{\"call\":2,\"request\":{\"s\":{\"$block\":\"a\"}}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		calls, missing, err := ReadConversation(bytes.NewReader(data))
+		if err == nil && missing < 0 || len(calls) > bytes.Count(data, []byte("\n"))+1 {
+			t.Fatalf("%d calls, %d missing", len(calls), missing)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -120,6 +121,13 @@ func showStack(w io.Writer, st *stack.Stack) {
 	for _, k := range slices.Sorted(maps.Keys(st.FixedEnv)) {
 		fmt.Fprintf(w, "  fixed env:  %s=%s\n", k, st.FixedEnv[k])
 	}
+	if in := st.Install; in != nil {
+		timeout := st.InstallTimeout
+		if timeout == 0 {
+			timeout = stack.DefaultInstallTimeout
+		}
+		fmt.Fprintf(w, "  install:    %s (%s), as %s, within %s; cached per task image\n", in.Path, in.SHA256, cmp.Or(st.InstallUser, "root"), timeout)
+	}
 }
 
 func newStacksCheckCmd(a *app) *cobra.Command {
@@ -175,6 +183,8 @@ func checkStack(w io.Writer, st *stack.Stack) error {
 			fmt.Fprintf(w, "ok    command: %s is uploaded\n", cmd)
 		case slices.ContainsFunc(files, func(f runtime.File) bool { return f.Mode.IsDir() && strings.HasPrefix(cmd, f.Path+"/") }):
 			errs = append(errs, fmt.Errorf("command %s is not in the upload, though its folder is", cmd))
+		case st.Install != nil:
+			fmt.Fprintf(w, "note  command: %s is not uploaded: the install script must put it there (or every task image have it)\n", cmd)
 		default:
 			fmt.Fprintf(w, "note  command: %s is not uploaded: it must be in every task image the stack runs in\n", cmd)
 		}

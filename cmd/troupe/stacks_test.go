@@ -39,6 +39,19 @@ func TestStacksCommands(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "ok    command: /opt/plain/run.sh is uploaded") || !strings.Contains(out, "stack plain can run") {
 		t.Errorf("check: exit %d\n%s%s", code, out, errOut)
 	}
+	// A stack whose install script provides its command.
+	install := []byte("#!/bin/sh\nprintf '#!/bin/sh\\n' > /usr/local/bin/my-agent\n")
+	write(t, filepath.Join(dir, "bin", "install.sh"), string(install))
+	installed := filepath.Join(dir, "installed.yaml")
+	write(t, installed, "stacks:\n  inst:\n    command: [/usr/local/bin/my-agent]\n    install: {path: bin/install.sh, sha256: "+digest(install)+"}\n    install_timeout_sec: 30\n")
+	code, out, errOut = troupe(t, "stacks", "show", "inst", "--config", installed)
+	if code != exitOK || !strings.Contains(out, "install:    "+filepath.Join(dir, "bin", "install.sh")) || !strings.Contains(out, "as root, within 30s") {
+		t.Errorf("show with an install script: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = troupe(t, "stacks", "check", "inst", "--config", installed)
+	if code != exitOK || !strings.Contains(out, "the install script must put it there") {
+		t.Errorf("check with an install script: exit %d\n%s", code, out)
+	}
 	code, _, errOut = troupe(t, "stacks", "check", "goose", "--config", config)
 	if code != exitFailed || !strings.Contains(errOut, `harness "goose" names no stack (defined: plain`) {
 		t.Errorf("an undefined stack: exit %d: %s", code, errOut)

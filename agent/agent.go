@@ -13,78 +13,42 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/member"
 )
 
-// Kinds and tags of the relay's channels.
 const (
-	kindMessage = 9
-	kindMembers = 39002
-	donePrefix  = "DONE:"
-	historyKept = 200 // channel messages remembered
-	historyShow = 40  // of which shown to the model each turn
+	historyShow = 40 // channel messages shown to the model each turn
 	// stopMargin: the agent stops this long before its deadline;
 	// callMargin: it starts no model call with less time than this left.
 	stopMargin = 2 * time.Second
 	callMargin = 3 * time.Second
 )
 
-// member is one participant, from the relay's member list.
-type member struct {
-	Pubkey, ID, Role, Kind string
-}
-
-type team struct {
-	members []member
-}
-
-func (t *team) byPubkey(pk string) *member {
-	for i := range t.members {
-		if t.members[i].Pubkey == pk {
-			return &t.members[i]
-		}
-	}
-	return nil
-}
-
-func (t *team) describe() string {
-	var parts []string
-	for _, m := range t.members {
-		parts = append(parts, fmt.Sprintf("%s (%s)", m.ID, m.Role))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func (t *team) name(pk string) string {
-	if m := t.byPubkey(pk); m != nil {
-		return fmt.Sprintf("%s (%s)", m.ID, m.Role)
-	}
-	return pk[:min(12, len(pk))]
-}
-
 // Agent is one running agent.
 type Agent struct {
-	cfg  Config
-	log  *slog.Logger
-	llm  *llmClient
-	team team
-	self member
+	cfg Config
+	log *slog.Logger
+	llm *llmClient
+	// member is the agent's side of the channel: its relay connection,
+	// the team, the channel's recent messages.
+	member *member.Member
+	team   *member.Team
+	self   member.Participant
 	// orchestrator is whom a failure report goes to: the orchestrator, or
 	// the user when this agent is the orchestrator.
 	reportTo string
 
-	bg      sync.WaitGroup // the subscription drainers, one per connection
-	mu      sync.Mutex
-	conn    *relayConn
-	history []*nostr.Event
-	seen    map[string]bool
-	queue   []*nostr.Event
-	wake    chan struct{}
-	idle    bool // set after an unrecoverable failure: no more turns
+	mu    sync.Mutex
+	queue []*nostr.Event
+	wake  chan struct{}
+	idle  bool // set after an unrecoverable failure: no more turns
 }
 
 // New prepares an agent from its configuration; Run starts it.
 func New(cfg Config, log *slog.Logger) *Agent {
-	a := &Agent{cfg: cfg, log: log, seen: map[string]bool{}, wake: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, log: log, wake: make(chan struct{}, 1)}
+	a.member = member.New(member.Config{RelayURL: cfg.RelayURL, Channel: cfg.Channel, SecretKey: cfg.SecretKey, PublicKey: cfg.PublicKey, AgentID: cfg.AgentID}, log)
+	a.member.OnMessage = a.receive
 	a.llm = &llmClient{base: cfg.LLMBaseURL, token: cfg.LLMToken, model: cfg.Model, gen: cfg.Generation, http: &http.Client{}, sleep: sleepCtx}
 	a.llm.onRetry = func(attempt, status int, wait time.Duration, err error) {
 		a.log.Warn("model call will be retried", "attempt", attempt, "status", status, "wait", wait.String(), "err", err.Error())
@@ -101,23 +65,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("start", "deadline", a.cfg.Deadline.Format(time.RFC3339), "max_rounds", a.cfg.MaxRounds, "workdir", a.cfg.Workdir)
 	// The first connection may fail on a relay that is not there yet, or
 	// one lost while it is made: it is retried for a while too.
-	first, cancelFirst := context.WithTimeout(ctx, firstConnectWindow)
-	err := a.connectRetrying(first)
-	cancelFirst()
-	if err != nil {
+	if err := a.member.Open(ctx); err != nil {
 		return fmt.Errorf("connect to the relay %s: %w", a.cfg.RelayURL, err)
 	}
+	a.team, a.self, a.reportTo, a.log = a.member.Team(), a.member.Self(), a.member.ReportTo(), a.member.Log()
 	var wg sync.WaitGroup
 	wg.Go(func() { a.turns(ctx) })
-	err = a.follow(ctx)
+	err := a.member.Err() // following ends with ctx
 	cancel()
 	wg.Wait()
-	a.mu.Lock()
-	if a.conn != nil {
-		a.conn.Close()
-	}
-	a.mu.Unlock()
-	a.bg.Wait()
+	a.member.Close()
 	a.log.Info("stop", "reason", context.Cause(ctx).Error())
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
@@ -125,153 +82,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-// connect dials the relay, learns the team, and subscribes to the channel.
-func (a *Agent) connect(ctx context.Context) error {
-	conn, err := dialRelay(ctx, a.cfg.RelayURL, a.cfg.SecretKey, a.cfg.PublicKey)
-	if err != nil {
-		return err
-	}
-	// The member list is behind AUTH too: subscribing first gets the
-	// challenge (NIP-42 is lazy here).
-	sub, err := conn.subscribe(ctx, nostr.Filter{Kinds: []int{kindMessage}, Tags: nostr.TagMap{"h": {a.cfg.Channel}}, Limit: historyKept})
-	if err != nil {
-		conn.Close()
-		return fmt.Errorf("subscribe to channel %s: %w", a.cfg.Channel, err)
-	}
-	if len(a.team.members) == 0 {
-		if err := a.loadTeam(ctx, conn); err != nil {
-			conn.Close()
-			return err
-		}
-	}
-	a.mu.Lock()
-	if a.conn != nil {
-		a.conn.Close() // the lost one: its reader has ended; release it
-	}
-	a.conn = conn
-	a.mu.Unlock()
-	a.log.Info("connected", "relay", a.cfg.RelayURL, "channel", a.cfg.Channel)
-	a.bg.Go(func() { a.drain(sub) }) // ends when the connection does
-	return nil
-}
-
-func (a *Agent) loadTeam(ctx context.Context, conn *relayConn) error {
-	evs, err := conn.query(ctx, nostr.Filter{Kinds: []int{kindMembers}, Tags: nostr.TagMap{"d": {a.cfg.Channel}}})
-	if err != nil {
-		return fmt.Errorf("read the member list of %s: %w", a.cfg.Channel, err)
-	}
-	if len(evs) == 0 {
-		return fmt.Errorf("channel %s has no member list", a.cfg.Channel)
-	}
-	for _, t := range evs[0].Tags {
-		if len(t) >= 2 && t[0] == "p" {
-			m := member{Pubkey: t[1]}
-			if len(t) >= 4 {
-				m.ID = t[3]
-			}
-			if len(t) >= 5 {
-				m.Role = t[4]
-			}
-			if len(t) >= 6 {
-				m.Kind = t[5]
-			}
-			a.team.members = append(a.team.members, m)
-		}
-	}
-	me := a.team.byPubkey(a.cfg.PublicKey)
-	if me == nil {
-		return fmt.Errorf("this agent's key is not a member of channel %s", a.cfg.Channel)
-	}
-	a.self = *me
-	if a.cfg.AgentID == "" { // Main names the logger when the id is given
-		a.log = a.log.With("agent", me.ID)
-	}
-	// Failures are reported to the orchestrator, or, by the orchestrator,
-	// to the user.
-	a.reportTo = "user"
-	for _, m := range a.team.members {
-		if m.Kind == "orchestrator" && m.Pubkey != a.cfg.PublicKey {
-			a.reportTo = m.ID
-		}
-	}
-	a.log.Info("team", "self", me.ID, "role", me.Role, "kind", me.Kind, "members", a.team.describe())
-	return nil
-}
-
-// drain moves a subscription's events into the agent's state.
-func (a *Agent) drain(sub *subscription) {
-	for ev := range sub.events {
-		a.receive(ev)
-	}
-}
-
-// receive remembers a channel message and queues a turn when it mentions
-// this agent.
+// receive queues a turn when a channel message mentions this agent.
 func (a *Agent) receive(ev *nostr.Event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.seen[ev.ID] {
-		return
-	}
-	a.seen[ev.ID] = true
-	a.history = append(a.history, ev)
-	if len(a.history) > historyKept {
-		a.history = slices.Delete(a.history, 0, len(a.history)-historyKept)
-	}
-	if ev.PubKey == a.cfg.PublicKey || a.idle || !ev.Tags.ContainsAny("p", []string{a.cfg.PublicKey}) {
+	if a.idle || !a.member.Mentions(ev) {
 		return
 	}
 	a.queue = append(a.queue, ev)
 	select {
 	case a.wake <- struct{}{}:
 	default:
-	}
-}
-
-// follow watches the connection and reconnects when it drops, until ctx ends.
-func (a *Agent) follow(ctx context.Context) error {
-	for {
-		a.mu.Lock()
-		done := a.conn.Done()
-		a.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-done:
-		}
-		a.log.Warn("relay connection lost; reconnecting")
-		// A moment first: the relay releases this key's identity when it
-		// sees the old connection end, and an AUTH before that is refused
-		// and counted as an identity conflict in the trial's result.
-		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
-			return err
-		}
-		if err := a.connectRetrying(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-// firstConnectWindow is how long the first connection is retried.
-const firstConnectWindow = 30 * time.Second
-
-// connectRetrying connects, retrying with backoff until ctx ends; it
-// returns the last failure then.
-func (a *Agent) connectRetrying(ctx context.Context) error {
-	backoff := 500 * time.Millisecond
-	for {
-		err := a.connect(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		a.log.Warn("connect failed", "err", err.Error(), "retry_in", backoff.String())
-		if sleepCtx(ctx, backoff) != nil {
-			return err
-		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 
@@ -304,7 +125,7 @@ func (a *Agent) turns(ctx context.Context) {
 // until it answers without a tool call, runs out of rounds, or time runs out.
 func (a *Agent) turn(ctx context.Context, trigger *nostr.Event) {
 	start := time.Now()
-	a.log.Info("turn start", "from", a.team.name(trigger.PubKey), "event", trigger.ID)
+	a.log.Info("turn start", "from", a.team.Name(trigger.PubKey), "event", trigger.ID)
 	msgs := a.conversation(trigger)
 	rounds := 0
 	sent, nudged := false, false
@@ -398,22 +219,20 @@ func shrinkToolResults(msgs []message, budget int) {
 // history, and the message that woke the agent, last.
 func (a *Agent) conversation(trigger *nostr.Event) []message {
 	msgs := []message{{Role: "system", Content: text(a.cfg.System)}}
-	a.mu.Lock()
 	var lines []string
-	for _, ev := range a.history {
+	for _, ev := range a.member.History() {
 		if ev.ID == trigger.ID {
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("%s: %s", a.team.name(ev.PubKey), clip.Head(ev.Content, 2000)))
+		lines = append(lines, fmt.Sprintf("%s: %s", a.team.Name(ev.PubKey), clip.Head(ev.Content, 2000)))
 	}
-	a.mu.Unlock()
 	if len(lines) > historyShow {
 		lines = lines[len(lines)-historyShow:]
 	}
 	if len(lines) > 0 {
 		msgs = append(msgs, message{Role: "user", Content: text("Recent messages in the channel, oldest first:\n" + strings.Join(lines, "\n"))})
 	}
-	msgs = append(msgs, message{Role: "user", Content: text(fmt.Sprintf("Message for you from %s:\n%s", a.team.name(trigger.PubKey), trigger.Content))})
+	msgs = append(msgs, message{Role: "user", Content: text(fmt.Sprintf("Message for you from %s:\n%s", a.team.Name(trigger.PubKey), trigger.Content))})
 	return msgs
 }
 
@@ -430,28 +249,8 @@ func (a *Agent) withTimeLeft(msgs []message, round int) []message {
 
 // send publishes a channel message with the mentions resolved to p tags.
 func (a *Agent) send(ctx context.Context, content string, mentions []string) error {
-	if strings.TrimSpace(content) == "" {
-		return errors.New("the message is empty")
-	}
-	pks, err := a.team.resolveMentions(mentions)
-	if err != nil {
-		return err
-	}
-	ev := nostr.Event{Kind: kindMessage, CreatedAt: nostr.Now(), Content: content, Tags: nostr.Tags{{"h", a.cfg.Channel}}}
-	for _, pk := range pks {
-		ev.Tags = append(ev.Tags, nostr.Tag{"p", pk})
-	}
-	if err := ev.Sign(a.cfg.SecretKey); err != nil {
-		return err
-	}
-	a.mu.Lock()
-	conn := a.conn
-	a.mu.Unlock()
-	if err := conn.publish(ctx, ev); err != nil {
-		return err
-	}
-	a.log.Info("sent", "event", ev.ID, "mentions", strings.Join(mentions, ","), "done", strings.HasPrefix(content, donePrefix))
-	return nil
+	_, err := a.member.Send(ctx, content, mentions)
+	return err
 }
 
 // fail reports an unrecoverable model failure in the channel, then stops

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -254,45 +253,4 @@ func capText(s string) string {
 // its end.
 func headTail(head, tail string, left int64) string {
 	return head + fmt.Sprintf("\n… %d bytes left out …\n", left) + tail
-}
-
-// resolveMentions turns teammate ids, roles or "user" into pubkeys. An
-// unknown name is an error for the model to fix, never a silent miss.
-func (t *team) resolveMentions(names []string) ([]string, error) {
-	var out []string
-	var unknown []string
-	add := func(pk string) {
-		if !slices.Contains(out, pk) {
-			out = append(out, pk)
-		}
-	}
-	for _, raw := range names {
-		name := strings.TrimPrefix(strings.TrimSpace(raw), "@")
-		found := false
-		for _, m := range t.members {
-			if strings.EqualFold(m.ID, name) {
-				add(m.Pubkey)
-				found = true
-			}
-		}
-		if !found {
-			for _, m := range t.members {
-				if m.Role != "" && strings.EqualFold(m.Role, name) && m.ID != "user" {
-					add(m.Pubkey)
-					found = true
-				}
-			}
-		}
-		if !found && len(name) == 64 && t.byPubkey(name) != nil {
-			add(name)
-			found = true
-		}
-		if !found {
-			unknown = append(unknown, raw)
-		}
-	}
-	if len(unknown) > 0 {
-		return nil, fmt.Errorf("unknown teammate %s; mention ids or roles of the team: %s", strings.Join(unknown, ", "), t.describe())
-	}
-	return out, nil
 }

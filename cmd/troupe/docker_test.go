@@ -160,7 +160,7 @@ func TestCleanDryRun(t *testing.T) {
 func TestHiddenInsideCommands(t *testing.T) {
 	isolate(t)
 	_, out, _ := troupe(t, "--help")
-	for _, hidden := range []string{"init", "sweep", "tunnel"} {
+	for _, hidden := range []string{"init", "sweep", "tunnel", "call", "mcp"} {
 		if strings.Contains(out, "\n  "+hidden+" ") {
 			t.Errorf("%s is listed in --help; it runs only inside containers", hidden)
 		}

@@ -1,0 +1,256 @@
+package acpbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/member"
+	"golang.org/x/sys/unix"
+)
+
+// MCPServerName is the name the team tools' MCP server has in the child's
+// session.
+const MCPServerName = "troupe-team"
+
+// channel is what the team tools need of the bridge's member.
+type channel interface {
+	Send(ctx context.Context, content string, mentions []string) (*nostr.Event, error)
+	History() []*nostr.Event
+	Team() *member.Team
+	Self() member.Participant
+}
+
+var _ channel = (*member.Member)(nil)
+
+// sendArgs are send_message's arguments.
+type sendArgs struct {
+	Content  string   `json:"content" jsonschema:"the message"`
+	Mentions []string `json:"mentions" jsonschema:"who is woken: teammate ids, roles, or user"`
+}
+
+// readArgs are read_channel's arguments.
+type readArgs struct {
+	Limit int `json:"limit,omitempty" jsonschema:"how many of the newest messages (default 40, at most 200)"`
+}
+
+// newTeamTools is the MCP server of the team tools; onSent is told of
+// every message sent through it.
+func newTeamTools(ch channel, version string, onSent func(*nostr.Event), log *slog.Logger) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: MCPServerName, Version: version}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "send_message", Description: "Send a message to the team channel. Only mentioned teammates are woken: give their ids or roles (or \"user\"). The orchestrator ends the trial with a message whose content starts with DONE:."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in sendArgs) (*mcp.CallToolResult, any, error) {
+			ev, err := ch.Send(ctx, in.Content, in.Mentions)
+			log.Info("mcp tool call", "tool", "send_message", "mentions", strings.Join(in.Mentions, ","), "content", clip.Head(in.Content, 300), "failed", err != nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			onSent(ev)
+			return text("sent"), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "read_channel", Description: "Read the channel's recent messages, oldest first."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in readArgs) (*mcp.CallToolResult, any, error) {
+			limit := in.Limit
+			if limit <= 0 {
+				limit = recentShown
+			}
+			history := ch.History()
+			history = history[max(0, len(history)-min(limit, member.HistoryKept)):]
+			team := ch.Team()
+			var lines []string
+			for _, ev := range history {
+				lines = append(lines, fmt.Sprintf("%s: %s", team.Name(ev.PubKey), clip.Head(ev.Content, 2000)))
+			}
+			log.Info("mcp tool call", "tool", "read_channel", "messages", len(lines))
+			if len(lines) == 0 {
+				return text("(no messages yet)"), nil, nil
+			}
+			return text(strings.Join(lines, "\n")), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "list_team", Description: "List the team: each member's id, role and kind (orchestrator, worker, or the user)."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			self := ch.Self()
+			var lines []string
+			for _, p := range ch.Team().Members {
+				line := fmt.Sprintf("%s: role %s, %s", p.ID, p.Role, p.Kind)
+				if p.Pubkey == self.Pubkey {
+					line += " (you)"
+				}
+				lines = append(lines, line)
+			}
+			log.Info("mcp tool call", "tool", "list_team")
+			return text(strings.Join(lines, "\n")), nil, nil
+		})
+	return s
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+// socketServer serves an MCP server on a Unix socket in a private folder,
+// to connections of this process's uid only.
+type socketServer struct {
+	srv *mcp.Server
+	dir string // the private folder; empty: the system's temporary one
+	log *slog.Logger
+
+	path   string
+	tmp    string // the folder made for the socket, removed by Close
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	open   map[*mcp.ServerSession]bool
+}
+
+// maxSocketPath: a Unix socket's path must fit sockaddr_un.
+const maxSocketPath = 100
+
+// Open makes the folder (mode 0700), listens, and serves until Close.
+func (s *socketServer) Open(ctx context.Context) error {
+	s.open = map[*mcp.ServerSession]bool{}
+	tmp, err := os.MkdirTemp(s.dir, ".troupe-acp-")
+	if err == nil && len(filepath.Join(tmp, "mcp.sock")) > maxSocketPath {
+		os.Remove(tmp)
+		tmp, err = os.MkdirTemp("", "troupe-acp-")
+	}
+	if err != nil {
+		return fmt.Errorf("make the MCP socket's folder: %w", err)
+	}
+	s.tmp = tmp // os.MkdirTemp makes it 0700
+	s.path = filepath.Join(tmp, "mcp.sock")
+	s.ln, err = net.Listen("unix", s.path)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("listen for the team tools: %w", err)
+	}
+	s.wg.Go(func() { s.accept(ctx) })
+	return nil
+}
+
+// Path is the socket's path, once Open returned.
+func (s *socketServer) Path() string { return s.path }
+
+func (s *socketServer) accept(ctx context.Context) {
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		if uid, err := peerUID(conn); err != nil || uid != os.Getuid() {
+			s.log.Warn("mcp connection refused: not this agent's uid", "uid", uid, "err", errString(err))
+			conn.Close()
+			continue
+		}
+		ss, err := s.srv.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+		if err != nil {
+			s.log.Warn("mcp connection failed", "err", err.Error())
+			conn.Close()
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			ss.Close()
+			continue
+		}
+		s.open[ss] = true
+		s.mu.Unlock()
+		s.wg.Go(func() {
+			ss.Wait()
+			s.mu.Lock()
+			delete(s.open, ss)
+			s.mu.Unlock()
+		})
+	}
+}
+
+// Close stops listening, ends every session and removes the socket.
+func (s *socketServer) Close() error {
+	var errs []error
+	if s.ln != nil {
+		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	s.mu.Lock()
+	s.closed = true
+	open := slices.Collect(maps.Keys(s.open))
+	s.mu.Unlock()
+	for _, ss := range open {
+		ss.Close()
+	}
+	s.wg.Wait()
+	if s.tmp != "" {
+		errs = append(errs, os.RemoveAll(s.tmp))
+	}
+	return errors.Join(errs...)
+}
+
+// peerUID is the uid of the process at the other end of a Unix socket.
+func peerUID(conn net.Conn) (int, error) {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return -1, errors.New("not a Unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return -1, err
+	}
+	if credErr != nil {
+		return -1, credErr
+	}
+	return int(cred.Uid), nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Pipe is `troupe mcp --socket PATH`: the stdio MCP server the bridge
+// gives its child, which connects its standard input and output to the
+// bridge's socket. It returns when the bridge closes the connection or
+// the child closes its end.
+func Pipe(ctx context.Context, socket string, in io.Reader, out io.Writer) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return fmt.Errorf("connect to the bridge's team tools: %w", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	// The child's side ends with its stdin: the bridge then sees the end
+	// of its requests. The copy may stay blocked in a read of stdin when
+	// the bridge ends first; the process exits then anyway.
+	go func() {
+		io.Copy(conn, in)
+		conn.(*net.UnixConn).CloseWrite()
+	}()
+	_, err = io.Copy(out, conn)
+	if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}

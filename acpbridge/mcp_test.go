@@ -1,0 +1,184 @@
+package acpbridge
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/member"
+)
+
+// fakeChannel is the member as the team tools see it: a team, a history,
+// and the messages sent.
+type fakeChannel struct {
+	team    member.Team
+	history []*nostr.Event
+	sent    []string
+}
+
+func (f *fakeChannel) Send(ctx context.Context, content string, mentions []string) (*nostr.Event, error) {
+	if _, err := f.team.ResolveMentions(mentions); err != nil {
+		return nil, err
+	}
+	f.sent = append(f.sent, content+" → "+strings.Join(mentions, ","))
+	return &nostr.Event{Content: content}, nil
+}
+
+func (f *fakeChannel) History() []*nostr.Event  { return f.history }
+func (f *fakeChannel) Team() *member.Team       { return &f.team }
+func (f *fakeChannel) Self() member.Participant { return f.team.Members[1] }
+
+func toolText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (string, bool) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var out []string
+	for _, c := range res.Content {
+		out = append(out, c.(*mcp.TextContent).Text)
+	}
+	return strings.Join(out, "\n"), res.IsError
+}
+
+func TestTeamToolsAgainstAFake(t *testing.T) {
+	pk := func(c string) string { return strings.Repeat(c, 64) }
+	ch := &fakeChannel{team: member.Team{Members: []member.Participant{
+		{Pubkey: pk("a"), ID: "lead-1", Role: "lead", Kind: "orchestrator"},
+		{Pubkey: pk("b"), ID: "worker-1", Role: "implementer", Kind: "worker"},
+		{Pubkey: pk("d"), ID: "user", Role: "user", Kind: "user"},
+	}}}
+	for i := range 50 {
+		ch.history = append(ch.history, &nostr.Event{PubKey: pk("a"), Content: fmt.Sprintf("message %d", i)})
+	}
+	var notified []string
+	srv := newTeamTools(ch, "test", func(ev *nostr.Event) { notified = append(notified, ev.Content) }, slog.New(slog.DiscardHandler))
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	if slices.Sort(names); !slices.Equal(names, []string{"list_team", "read_channel", "send_message"}) {
+		t.Errorf("tools %v", names)
+	}
+	if out, failed := toolText(t, cs, "send_message", map[string]any{"content": "@lead-1 done", "mentions": []string{"lead"}}); out != "sent" || failed {
+		t.Errorf("send_message: %q %v", out, failed)
+	}
+	if out, failed := toolText(t, cs, "send_message", map[string]any{"content": "hi", "mentions": []string{"ghost"}}); !failed || !strings.Contains(out, "unknown teammate ghost") {
+		t.Errorf("send_message to a ghost: %q %v", out, failed)
+	}
+	if !slices.Equal(ch.sent, []string{"@lead-1 done → lead"}) || !slices.Equal(notified, []string{"@lead-1 done"}) {
+		t.Errorf("sent %q, notified %q", ch.sent, notified)
+	}
+	out, _ := toolText(t, cs, "read_channel", map[string]any{})
+	lines := strings.Split(out, "\n")
+	if len(lines) != recentShown || lines[0] != "lead-1 (lead): message 10" || lines[len(lines)-1] != "lead-1 (lead): message 49" {
+		t.Errorf("read_channel: %d lines, %q … %q", len(lines), lines[0], lines[len(lines)-1])
+	}
+	if out, _ := toolText(t, cs, "read_channel", map[string]any{"limit": 2}); out != "lead-1 (lead): message 48\nlead-1 (lead): message 49" {
+		t.Errorf("read_channel limit 2: %q", out)
+	}
+	if out, _ := toolText(t, cs, "list_team", map[string]any{}); out != "lead-1: role lead, orchestrator\nworker-1: role implementer, worker (you)\nuser: role user, user" {
+		t.Errorf("list_team: %q", out)
+	}
+}
+
+// envDial makes the test binary dial a socket and say whether it was
+// served (TestSocketRefusesOtherUIDs).
+const envDial = "ACPBRIDGE_TEST_DIAL"
+
+func dialAndProbe(path string) int {
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Println("cannot dial:", err)
+		return 0
+	}
+	defer conn.Close()
+	fmt.Fprintln(conn, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}`)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil && line == "" {
+		// Closed unread: EOF, or a reset when the request was still in
+		// the server's buffer.
+		fmt.Println("refused")
+		return 0
+	}
+	fmt.Println("served:", line)
+	return 1
+}
+
+// The team tools' socket serves this uid alone: another uid that reaches
+// it (here through a folder opened on purpose) is refused.
+func TestSocketRefusesOtherUIDs(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to run a process as another uid")
+	}
+	// Folders another uid may reach: the test binary's copy, the socket's.
+	open := func() string {
+		dir, err := os.MkdirTemp("", "acpbridge-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		os.Chmod(dir, 0o777)
+		return dir
+	}
+	bin := filepath.Join(open(), "acpbridge.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	s := &socketServer{srv: newTeamTools(&fakeChannel{}, "test", func(*nostr.Event) {}, slog.New(slog.DiscardHandler)), dir: open(),
+		log: slog.New(slog.NewJSONHandler(&logs, nil))}
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dir := filepath.Dir(s.Path())
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("the socket's folder: %v, %v", info, err)
+	}
+	// Opened on purpose, down to the socket: only the uid check is left.
+	for _, p := range []string{dir, s.Path()} {
+		os.Chmod(p, 0o777)
+	}
+	cmd := exec.CommandContext(t.Context(), bin)
+	cmd.Env = append(os.Environ(), envDial+"="+s.Path())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "refused" {
+		t.Errorf("another uid: %v: %s", err, out)
+	}
+	if !strings.Contains(logs.String(), "mcp connection refused: not this agent's uid") || !strings.Contains(logs.String(), `"uid":65534`) {
+		t.Errorf("log: %s", logs.String())
+	}
+}

@@ -321,3 +321,51 @@ func TestTasksCheck(t *testing.T) {
 		t.Errorf("run without a manifest: exit %d: %s", code, stderr)
 	}
 }
+
+// TestScenarioFromTrial: a recorded team trial becomes a scenario; the
+// team played against it offline (its endpoint configured as that mock)
+// says the same things and passes again.
+func TestScenarioFromTrial(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	dir := isolate(t)
+	first := filepath.Join(dir, "first")
+	code, out, errOut := troupe(t, "run", filepath.Join(root, "examples/manifests/team.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--out", first)
+	if code != exitOK {
+		t.Fatalf("first run: exit %d\n%s%s", code, out, errOut)
+	}
+	trialDir := filepath.Join(first, "hello-world__hello-team-mock__1")
+	code, scenario, errOut := troupe(t, "scenario", "from-trial", trialDir)
+	if code != exitOK || !strings.Contains(scenario, "lead-1") {
+		t.Fatalf("from-trial: exit %d\n%s%s", code, scenario, errOut)
+	}
+	write(t, filepath.Join(dir, "from.yaml"), scenario)
+	config := filepath.Join(dir, "troupe.yaml")
+	write(t, config, "endpoints:\n  mock/hello-team: {api: mock, scenario: from.yaml}\n")
+	second := filepath.Join(dir, "second")
+	code, out, errOut = troupe(t, "run", "--config", config, filepath.Join(root, "examples/manifests/team.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--out", second)
+	if code != exitOK {
+		t.Fatalf("played again: exit %d\n%s%s", code, out, errOut)
+	}
+	said := func(dir string) []string {
+		data, err := os.ReadFile(filepath.Join(dir, "hello-world__hello-team-mock__1", "relay", "transcript.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []string
+		for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+			var rec struct {
+				Event struct {
+					Kind    int    `json:"kind"`
+					Content string `json:"content"`
+				} `json:"event"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Event.Kind == 9 {
+				msgs = append(msgs, rec.Event.Content)
+			}
+		}
+		return msgs
+	}
+	if a, b := said(first), said(second); strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) < 3 {
+		t.Errorf("the channel said\n%q\nthen\n%q", a, b)
+	}
+}

@@ -265,6 +265,23 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 	return j.res, err
 }
 
+// Preflight checks a job as RunJob does before any container starts (the
+// plan, the stacks and their digests, every endpoint on the gateway) and
+// returns how many trials it holds; nothing is started or written.
+func Preflight(env *Env, spec JobSpec) (int, error) {
+	if spec.Attempts < 1 {
+		spec.Attempts = 1
+	}
+	plan, err := planJob(spec)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkEndpoints(env.Gateway, spec.Conditions); err != nil {
+		return 0, err
+	}
+	return len(plan), nil
+}
+
 // jobEnder is a runtime that holds something for a whole job (the Docker
 // backend's job network), to be let go when the job's trials are done.
 type jobEnder interface {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 )
@@ -193,6 +194,40 @@ func TestLockAllowsChangesWithoutResults(t *testing.T) {
 	changed.Digest = "sha256:other"
 	if err := checkLock(spec, "v", 0.5); err == nil || !strings.Contains(err.Error(), "--timeout-multiplier was 1 when the job started, it is 0.5 now") {
 		t.Errorf("another multiplier: %v", err)
+	}
+}
+
+// TestLockRefusesAChangedStack: the stack a condition's agents run is
+// locked by digest; once a trial of it finished, another build of it is
+// refused, naming the stack; a stack no result came from may change.
+func TestLockRefusesAChangedStack(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(t.TempDir(), "run.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
+	st := &stack.Stack{Name: "plain", Source: "stacks.yaml", Command: []string{"/opt/plain/run.sh"},
+		Files: []stack.File{{Path: script, To: "/opt/plain/run.sh", Mode: 0o755, SHA256: "sha256:" + strings.Repeat("a", 64)}}}
+	c := Condition{Path: "plain-stack.yaml", Team: team(t, "testdata/manifests/plain-stack.yaml"), Stacks: stack.Set{"plain": st}}
+	spec := JobSpec{Dir: dir, Conditions: []Condition{c}, Tasks: []*task.Task{loadTask(t, helloWorld)}}
+	if err := checkLock(spec, "v", 1); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "lock.json")); !strings.Contains(string(data), st.Digest()) || !strings.Contains(string(data), `"name": "plain"`) {
+		t.Errorf("lock.json does not lock the stack: %s", data)
+	}
+	rebuilt := *st
+	rebuilt.Files = []stack.File{{Path: script, To: "/opt/plain/run.sh", Mode: 0o755, SHA256: "sha256:" + strings.Repeat("b", 64)}}
+	c.Stacks = stack.Set{"plain": &rebuilt}
+	spec.Conditions = []Condition{c}
+	if err := checkLock(spec, "v", 1); err != nil {
+		t.Fatalf("a stack with no results was refused: %v", err)
+	}
+	trialDir := filepath.Join(dir, "hello-world__test-plain-stack__1")
+	os.MkdirAll(trialDir, 0o755)
+	os.WriteFile(filepath.Join(trialDir, "result.json"), []byte(`{"trial_name":"hello-world__test-plain-stack__1","outcome":"passed","finished_at":"2026-11-30T00:00:00Z"}`), 0o644)
+	c.Stacks = stack.Set{"plain": st}
+	spec.Conditions = []Condition{c}
+	if err := checkLock(spec, "v", 1); err == nil || !strings.Contains(err.Error(), "stack plain changed") {
+		t.Errorf("a stack with results changed: %v", err)
 	}
 }
 

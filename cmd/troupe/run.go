@@ -55,6 +55,9 @@ type runOptions struct {
 	// check reports per task whether it passed (troupe tasks check).
 	oracle, check bool
 	recordFlag    string
+	// dryRun checks everything a run would before its first container,
+	// and starts nothing.
+	dryRun bool
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -137,6 +140,7 @@ run, 2 for a usage error.`,
 	f.BoolVar(&opts.rebuild, "rebuild", false, "build each task environment again, the engine's layer cache off, even when an image built from the same folder and base images exists (once per job; its trials share the build)")
 	f.BoolVar(&opts.oracle, "oracle", false, "also run the condition \"oracle\": each task's own solution/solve.sh in place of a team (Harbor's oracle agent); with no manifest, only it")
 	networkFlag(cmd)
+	f.BoolVar(&opts.dryRun, "dry-run", false, "check everything the run would check before its first container (manifests, stacks and their digests, tasks, endpoints) and start nothing")
 	f.StringVar(&opts.recordFlag, "record", string(trial.RecordFull), "what each trial keeps of its model calls: full (every call whole, request and answer, in agents/<id>/llm-conversation.jsonl.gz), meta (metering lines only), none")
 	artifactRootFlag(cmd)
 	return cmd
@@ -272,6 +276,9 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 		out = defaultJobDir(inputs, opts.tasks)
 	}
 
+	if opts.dryRun {
+		return dryRun(ctx, a, cfg, conds, tasks, opts)
+	}
 	rt, err := docker.New(ctx, shortVersion(), nil)
 	if err != nil {
 		return fmt.Errorf("%w\n(troupe doctor checks what trials need)", err)
@@ -352,6 +359,27 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 			"their folders' trial.log and result.json say why; run the same command again to retry them\n", n, res.Total, opts.retries)
 		return &reportedError{code: exitUnmeasured}
 	}
+	return nil
+}
+
+// dryRun is troupe run's pre-flight alone: the job's plan and every
+// endpoint checked on a gateway that is opened and closed; no container,
+// no job folder.
+func dryRun(ctx context.Context, a *app, cfg *config, conds []trial.Condition, tasks []*task.Task, opts runOptions) error {
+	gw := llm.New(cfg.endpoints)
+	gw.Scenarios = examples.Scenarios()
+	if cfg.path != "" {
+		gw.ScenarioDir = filepath.Dir(cfg.path)
+	}
+	if err := gw.Open(ctx); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	defer gw.Close(context.WithoutCancel(ctx))
+	n, err := trial.Preflight(&trial.Env{Gateway: gw}, trial.JobSpec{Dir: "(dry run)", Conditions: conds, Tasks: tasks, Attempts: opts.attempts})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "pre-flight passed: %d trials (%d conditions × %d tasks × %d attempts); nothing was started\n", n, len(conds), len(tasks), opts.attempts)
 	return nil
 }
 

@@ -103,11 +103,31 @@ func TestRunRefusesAnUndefinedHarness(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "jobs")); err == nil {
 		t.Error("a job folder was made for a refused run")
 	}
-	// Defined beside the manifest, the stack is found and its file checked.
-	write(t, filepath.Join(dir, "bin", "goose"), "#!/bin/sh\n")
-	write(t, filepath.Join(dir, "stacks.yaml"), "stacks:\n  goose:\n    command: [/opt/goose/goose, acp]\n    files:\n      - {path: bin/goose, to: /opt/goose/goose, mode: \"0755\", sha256: "+digest([]byte("#!/bin/sh\n"))+"}\n")
-	code, _, errOut = troupe(t, "run", filepath.Join(dir, "goose.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"))
-	if strings.Contains(errOut, "names no stack") || strings.Contains(errOut, "stack goose") {
-		t.Errorf("with goose defined beside the manifest: exit %d: %s", code, errOut)
+	// Defined beside the manifest as troupe acp hosting a stand-in ACP
+	// agent (examples/stacks/acp-hello), with its endpoint configured, the
+	// manifest passes pre-flight; nothing starts.
+	bin := filepath.Join(dir, "bin", "acp-hello")
+	build := exec.Command("go", "build", "-o", bin, "./examples/stacks/acp-hello")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the stand-in: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(bin)
+	write(t, filepath.Join(dir, "stacks.yaml"), "stacks:\n  goose:\n    command: [/opt/troupe/bin/troupe, acp, --, /opt/goose/goose]\n    files:\n      - {path: bin/acp-hello, to: /opt/goose/goose, mode: \"0755\", sha256: "+digest(data)+"}\n    env: {OPENAI_API_KEY: token, OPENAI_BASE_URL: llm_base_url}\n")
+	config := filepath.Join(dir, "troupe.yaml")
+	write(t, config, "endpoints:\n  gpt-5.6-terra: {api: mock, scenario: hello-solo}\n")
+	code, out, errOut := troupe(t, "run", "--config", config, filepath.Join(dir, "goose.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--dry-run")
+	if code != exitOK || !strings.Contains(out, "pre-flight passed: 1 trials") {
+		t.Errorf("with goose defined beside the manifest: exit %d: %s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jobs")); err == nil {
+		t.Error("a dry run made a job folder")
+	}
+	// A changed stand-in is refused by the same pre-flight, naming it.
+	os.WriteFile(bin, append(data, 0), 0o755)
+	code, _, errOut = troupe(t, "run", "--config", config, filepath.Join(dir, "goose.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--dry-run")
+	if code != exitFailed || !strings.Contains(errOut, bin+" has sha256:") {
+		t.Errorf("a changed stand-in: exit %d: %s", code, errOut)
 	}
 }

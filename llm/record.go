@@ -3,9 +3,11 @@ package llm
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -271,4 +273,22 @@ func join(request json.RawMessage, blocks map[string]json.RawMessage, last map[s
 	}
 	out, _ := json.Marshal(req)
 	return out, missing
+}
+
+// maxConversation bounds a record read back, decompressed.
+const maxConversation = 1 << 30
+
+// ReadCompressedConversation reads a record as a trial leaves it, gzipped
+// (agents/<id>/llm-conversation.jsonl.gz), within a bound.
+func ReadCompressedConversation(r io.Reader) (calls []Call, missing int, err error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	lr := &io.LimitedReader{R: zr, N: maxConversation + 1}
+	calls, missing, err = ReadConversation(lr)
+	if err == nil && lr.N <= 0 {
+		err = fmt.Errorf("over %d bytes decompressed", maxConversation)
+	}
+	return calls, missing, err
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -50,9 +48,6 @@ A real run becomes an offline regression test.`,
 	}
 }
 
-// maxRecord bounds one agent's decompressed record.
-const maxRecord = 1 << 30
-
 func scenarioFromTrial(out, errOut io.Writer, dir string) error {
 	files, err := filepath.Glob(filepath.Join(dir, "agents", "*", "llm-conversation.jsonl.gz"))
 	if err != nil {
@@ -65,12 +60,7 @@ func scenarioFromTrial(out, errOut io.Writer, dir string) error {
 	var errs []error
 	for _, f := range files {
 		agent := filepath.Base(filepath.Dir(f))
-		data, err := readGzip(f)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", f, err))
-			continue
-		}
-		calls, missing, err := llm.ReadConversation(bytes.NewReader(data))
+		calls, missing, err := readRecord(f)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", f, err))
 			continue
@@ -88,22 +78,12 @@ func scenarioFromTrial(out, errOut io.Writer, dir string) error {
 	return llm.WriteScenario(out, "the recorded answers of trial "+filepath.Base(filepath.Clean(dir)), byAgent)
 }
 
-func readGzip(path string) ([]byte, error) {
+// readRecord reads an agent's conversation record.
+func readRecord(path string) ([]llm.Call, int, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(zr, maxRecord+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxRecord {
-		return nil, fmt.Errorf("over %d bytes decompressed", maxRecord)
-	}
-	return data, nil
+	return llm.ReadCompressedConversation(f)
 }

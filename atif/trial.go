@@ -1,0 +1,211 @@
+package atif
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/trial"
+)
+
+// File is one trajectory to write: its file name and what it holds.
+type File struct {
+	Name       string
+	Trajectory Trajectory
+	// Calls is the number of model calls it was built from (0 for the
+	// team's).
+	Calls int
+}
+
+// Missing is an agent without a trajectory, and why.
+type Missing struct {
+	Agent, Reason string
+}
+
+// Export is what a trial folder yields: the trajectories and the agents
+// that have none.
+type Export struct {
+	Files   []File
+	Missing []Missing
+	// Warnings are parts that could not be read whole.
+	Warnings []string
+}
+
+// ErrNotTrial: the folder holds neither result.json nor relay/members.json.
+var ErrNotTrial = errors.New("not a trial folder: no result.json or relay/members.json")
+
+// Trial reads a trial folder: the team from result.json (or
+// relay/members.json while the trial has no result), each agent's
+// conversation record and call log, and the channel's transcript.
+func Trial(dir string) (Export, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Export{}, err
+	}
+	defer root.Close()
+	var res trial.Result
+	hasResult := readJSON(root, "result.json", &res) == nil
+	var members []Member
+	hasMembers := readJSON(root, "relay/members.json", &members) == nil
+	if !hasResult && !hasMembers {
+		return Export{}, ErrNotTrial
+	}
+	var agents []AgentInfo
+	if hasResult && len(res.Agents) > 0 {
+		for _, a := range res.Agents {
+			agents = append(agents, AgentInfo{ID: a.ID, Role: a.Role, Kind: a.Kind, Endpoint: a.Endpoint, Stack: a.Stack, StackDigest: a.StackDigest, Version: res.Version, Usage: ptr(a.Usage)})
+		}
+	} else {
+		for _, m := range members {
+			if m.Kind != "user" {
+				agents = append(agents, AgentInfo{ID: m.ID, Role: m.Role, Kind: m.Kind, Version: res.Version})
+			}
+		}
+	}
+	if len(members) == 0 {
+		// A trial from before members.json: its agents; the user unknown.
+		for _, a := range res.Agents {
+			members = append(members, Member{ID: a.ID, Role: a.Role, Kind: a.Kind, Pubkey: a.Pubkey})
+		}
+	}
+
+	var x Export
+	for _, a := range agents {
+		if !safeID(a.ID) || a.ID == "team" {
+			x.Missing = append(x.Missing, Missing{a.ID, "its id cannot name a file beside team.json"})
+			continue
+		}
+		rec := path.Join("agents", a.ID, "llm-conversation.jsonl.gz")
+		calls, missing, err := readRecord(root, rec)
+		if errors.Is(err, fs.ErrNotExist) {
+			x.Missing = append(x.Missing, Missing{a.ID, "no conversation record (" + rec + "): the trial was run with --record meta or none"})
+			continue
+		}
+		if err != nil {
+			return x, fmt.Errorf("%s: %w", rec, err)
+		}
+		if missing > 0 {
+			x.Warnings = append(x.Warnings, fmt.Sprintf("%s: %d parts of requests were dropped by the record's bound", rec, missing))
+		}
+		if len(calls) == 0 {
+			x.Missing = append(x.Missing, Missing{a.ID, "it made no model calls"})
+			continue
+		}
+		meter, err := readMeter(root, path.Join("agents", a.ID, "llm-calls.jsonl"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			x.Warnings = append(x.Warnings, fmt.Sprintf("agents/%s/llm-calls.jsonl: %v: metrics are the answers' usage", a.ID, err))
+		}
+		t := FromConversation(a, calls, meter)
+		t.SessionID = res.TrialID
+		x.Files = append(x.Files, File{Name: a.ID + ".json", Trajectory: t, Calls: len(calls)})
+	}
+
+	tf, err := root.Open("relay/transcript.jsonl")
+	var tr io.Reader = strings.NewReader("")
+	switch {
+	case err == nil:
+		defer tf.Close()
+		tr = tf
+	case errors.Is(err, fs.ErrNotExist):
+		x.Warnings = append(x.Warnings, "relay/transcript.jsonl: not found: the team trajectory has no messages")
+	default:
+		return x, err
+	}
+	team, err := FromTranscript(tr, members, res.Version)
+	if err != nil {
+		return x, err
+	}
+	team.SessionID = res.TrialID
+	team.Extra = map[string]any{"trial_name": res.TrialName, "task_name": res.TaskName, "condition": res.Condition, "outcome": string(res.Outcome)}
+	if !hasResult {
+		team.Extra = nil
+	}
+	x.Files = append(x.Files, File{Name: "team.json", Trajectory: team})
+	return x, nil
+}
+
+// Write stores each file in dir, which it makes if need be, and returns
+// the paths written.
+func Write(dir string, files []File) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var written []string
+	for _, f := range files {
+		data, err := Marshal(f.Trajectory)
+		if err != nil {
+			return written, fmt.Errorf("encode %s: %w", f.Name, err)
+		}
+		if err := root.WriteFile(f.Name, data, 0o644); err != nil {
+			return written, err
+		}
+		written = append(written, path.Join(dir, f.Name))
+	}
+	return written, nil
+}
+
+// safeID: an agent id that names a file, nothing else.
+func safeID(id string) bool {
+	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, `/\`)
+}
+
+func readJSON(root *os.Root, name string, v any) error {
+	data, err := root.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+// readRecord reads an agent's conversation record.
+func readRecord(root *os.Root, name string) ([]llm.Call, int, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	return llm.ReadCompressedConversation(f)
+}
+
+// readMeter reads an agent's call log and finds a recorded call's line in
+// it: both are stamped with the call's start.
+func readMeter(root *os.Root, name string) (func(llm.Call) (llm.Record, bool), error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	byStart := map[int64][]llm.Record{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var r llm.Record
+		if json.Unmarshal(sc.Bytes(), &r) == nil && !r.Time.IsZero() {
+			k := r.Time.UnixNano()
+			byStart[k] = append(byStart[k], r)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return func(c llm.Call) (llm.Record, bool) {
+		rs := byStart[c.Time.UnixNano()]
+		if len(rs) == 0 {
+			return llm.Record{}, false
+		}
+		byStart[c.Time.UnixNano()] = rs[1:]
+		return rs[0], true
+	}, nil
+}

@@ -3,11 +3,9 @@ package acpbridge
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/member"
 	"github.com/troupebench/troupe/stack"
 )
@@ -52,53 +50,12 @@ type Config struct {
 // ConfigFromEnv reads the stack contract's part the bridge uses, and the
 // permission policy. Every problem is reported, each naming its variable.
 func ConfigFromEnv(getenv func(string) string, command []string) (Config, error) {
-	var c Config
-	var errs []error
-	need := func(name string) string {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is not set", name))
-		}
-		return v
+	g, err := stack.Read(getenv, false)
+	errs := []error{err}
+	c := Config{
+		Member: member.Config{RelayURL: g.RelayURL, Channel: g.Channel, SecretKey: g.SecretKey, PublicKey: g.PublicKey, AgentID: g.AgentID},
+		System: g.System, Deadline: g.Deadline, Workdir: g.Workdir, Home: g.Home, Command: command,
 	}
-	readFile := func(name string) string {
-		path := need(name)
-		if path == "" {
-			return ""
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			return ""
-		}
-		return string(b)
-	}
-	c.Member.RelayURL = need(stack.EnvRelayURL)
-	c.Member.Channel = need(stack.EnvChannel)
-	c.Member.SecretKey = strings.TrimSpace(readFile(stack.EnvPrivateKeyFile))
-	c.Member.AgentID = strings.TrimSpace(getenv(stack.EnvAgentID))
-	if c.Member.SecretKey != "" {
-		pk, err := nostr.GetPublicKey(c.Member.SecretKey)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: the file does not hold a hex secret key", stack.EnvPrivateKeyFile))
-		}
-		c.Member.PublicKey = pk
-	}
-	c.System = readFile(stack.EnvSystemPromptFile)
-	if v := need(stack.EnvDeadline); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q is not an RFC 3339 time", stack.EnvDeadline, v))
-		}
-		c.Deadline = t
-	}
-	c.Workdir = need(stack.EnvWorkdir)
-	if c.Workdir != "" {
-		if info, err := os.Stat(c.Workdir); err != nil || !info.IsDir() {
-			errs = append(errs, fmt.Errorf("%s=%q is not a folder", stack.EnvWorkdir, c.Workdir))
-		}
-	}
-	c.Home = strings.TrimSpace(getenv("HOME"))
 	switch p := Permission(strings.ToLower(strings.TrimSpace(getenv(EnvPermission)))); p {
 	case "", Allow:
 		c.Permission = Allow
@@ -110,7 +67,6 @@ func ConfigFromEnv(getenv func(string) string, command []string) (Config, error)
 	if len(command) == 0 || command[0] == "" {
 		errs = append(errs, errors.New("no ACP agent to run: troupe acp -- COMMAND [ARGS...]"))
 	}
-	c.Command = command
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("acp: the stack contract is not met (docs/stacks.md):\n%w", err)
 	}

@@ -19,18 +19,12 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/stack"
 )
 
@@ -53,109 +47,20 @@ type Config struct {
 	Generation stack.Generation
 }
 
-// ConfigFromEnv reads the stack contract. Every problem is reported, each
-// naming its variable.
+// ConfigFromEnv reads the stack contract (stack.Read). Every problem is
+// reported, each naming its variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	var c Config
-	var errs []error
-	need := func(name string) string {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is not set", name))
-		}
-		return v
+	g, err := stack.Read(getenv, true)
+	if err != nil {
+		return Config{}, fmt.Errorf("agent: the stack contract is not met (docs/stacks.md):\n%w", err)
 	}
-	readFile := func(name string) string {
-		path := need(name)
-		if path == "" {
-			return ""
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			return ""
-		}
-		return strings.TrimSpace(string(b))
-	}
-	c.RelayURL = need(stack.EnvRelayURL)
-	c.Channel = need(stack.EnvChannel)
-	c.LLMBaseURL = strings.TrimSuffix(need(stack.EnvLLMBaseURL), "/")
-	c.Model = need(stack.EnvModel)
-	c.Workdir = need(stack.EnvWorkdir)
-	c.SecretKey = readFile(stack.EnvPrivateKeyFile)
-	c.LLMToken = readFile(stack.EnvLLMTokenFile)
-	if path := need(stack.EnvSystemPromptFile); path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", stack.EnvSystemPromptFile, err))
-		}
-		c.System = string(b)
-	}
-	if c.SecretKey != "" {
-		pk, err := nostr.GetPublicKey(c.SecretKey)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: the file does not hold a hex secret key", stack.EnvPrivateKeyFile))
-		}
-		c.PublicKey = pk
-	}
-	if v := strings.TrimSpace(getenv(stack.EnvMaxRounds)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("%s=%q is not a whole number (0 for the default)", stack.EnvMaxRounds, v))
-		}
-		c.MaxRounds = n
-	}
+	c := Config{RelayURL: g.RelayURL, SecretKey: g.SecretKey, PublicKey: g.PublicKey, LLMToken: g.Token, Channel: g.Channel,
+		LLMBaseURL: g.LLMBaseURL, Model: g.Model, System: g.System, MaxRounds: g.MaxRounds, Deadline: g.Deadline,
+		Workdir: g.Workdir, AgentID: g.AgentID, Generation: g.Generation}
 	if c.MaxRounds == 0 {
 		c.MaxRounds = stack.DefaultMaxRounds
 	}
-	if v := need(stack.EnvDeadline); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q is not an RFC 3339 time", stack.EnvDeadline, v))
-		}
-		c.Deadline = t
-	}
-	if c.Workdir != "" {
-		if info, err := os.Stat(c.Workdir); err != nil || !info.IsDir() {
-			errs = append(errs, fmt.Errorf("%s=%q is not a folder", stack.EnvWorkdir, c.Workdir))
-		}
-	}
-	c.AgentID = strings.TrimSpace(getenv(stack.EnvAgentID))
-	var genErrs []error
-	c.Generation, genErrs = generationFromEnv(getenv)
-	errs = append(errs, genErrs...)
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, fmt.Errorf("agent: the stack contract is not met (docs/stacks.md):\n%w", err)
-	}
 	return c, nil
-}
-
-// generationFromEnv reads the manifest's generation settings from the
-// contract; each is optional.
-func generationFromEnv(getenv func(string) string) (stack.Generation, []error) {
-	var g stack.Generation
-	var errs []error
-	g.ThinkingEffort = strings.TrimSpace(getenv(stack.EnvThinkingEffort))
-	for _, f := range []struct {
-		name string
-		into *int64
-	}{{stack.EnvMaxOutputTokens, &g.MaxOutputTokens}, {stack.EnvContextWindowTokens, &g.ContextWindowTokens},
-		{stack.EnvCompactAtPercent, &g.CompactAtPercent}, {stack.EnvCompactAtTokens, &g.CompactAtTokens}} {
-		if v := strings.TrimSpace(getenv(f.name)); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				errs = append(errs, fmt.Errorf("%s=%q is not a whole number above 0", f.name, v))
-				continue
-			}
-			*f.into = n
-		}
-	}
-	if v := strings.TrimSpace(getenv(stack.EnvGenerationExtra)); v != "" {
-		if err := json.Unmarshal([]byte(v), &g.Extra); err != nil {
-			errs = append(errs, fmt.Errorf("%s is not a JSON object: %v", stack.EnvGenerationExtra, err))
-		}
-	}
-	return g, errs
 }
 
 // Main is `troupe agent`: it reads the stack contract from getenv, logs JSON

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -73,22 +72,5 @@ func TestCompaction(t *testing.T) {
 		case !did && size(msgs) != size(conv()):
 			t.Errorf("%+v: changed without compacting", c.gen)
 		}
-	}
-}
-
-func TestGenerationFromEnv(t *testing.T) {
-	base := map[string]string{}
-	for k, v := range map[string]string{stack.EnvThinkingEffort: "xhigh", stack.EnvMaxOutputTokens: "5000", stack.EnvCompactAtPercent: "80",
-		stack.EnvContextWindowTokens: "200000", stack.EnvGenerationExtra: `{"top_p":0.9}`} {
-		base[k] = v
-	}
-	cfg, errs := generationFromEnv(func(k string) string { return base[k] })
-	if len(errs) != 0 || fmt.Sprintf("%+v", cfg) != "{ThinkingEffort:xhigh MaxOutputTokens:5000 ContextWindowTokens:200000 CompactAtPercent:80 CompactAtTokens:0 Extra:map[top_p:0.9]}" {
-		t.Errorf("%+v %v", cfg, errs)
-	}
-	bad := map[string]string{stack.EnvMaxOutputTokens: "-1", stack.EnvGenerationExtra: "[1]"}
-	_, errs = generationFromEnv(func(k string) string { return bad[k] })
-	if len(errs) != 2 || !strings.Contains(errs[0].Error()+errs[1].Error(), "TROUPE_MAX_OUTPUT_TOKENS=\"-1\" is not a whole number above 0") {
-		t.Errorf("%v", errs)
 	}
 }

@@ -101,17 +101,7 @@ func (d *Docker) CommitOnce(ctx context.Context, spec runtime.CommitSpec, run fu
 	if err != nil {
 		return runtime.Image{}, false, fmt.Errorf("docker: inspect the image committed as %s: %w", tag, err)
 	}
-	if fresh {
-		d.buildMu.Lock()
-		if d.rebuilt == nil {
-			d.rebuilt = map[string]bool{}
-		}
-		d.rebuilt[key] = true
-		d.buildMu.Unlock()
-	}
-	if old.ID != "" && old.ID != info.ID {
-		d.removeReplaced(ctx, tag, old.ID)
-	}
+	d.made(ctx, key, tag, old.ID, info.ID, fresh)
 	return describe(tag, info), true, nil
 }
 

@@ -201,6 +201,14 @@ func (d *Docker) build(ctx context.Context, dir, name string) (string, image.Ins
 	if err != nil {
 		return "", none, fmt.Errorf("docker: inspect the image built from %s: %w", dir, err)
 	}
+	d.made(ctx, key, tag, old.ID, built.ID, fresh)
+	return tag, built, nil
+}
+
+// made records a key built (or committed) anew under Rebuild, so later
+// resolutions of the job reuse it, and removes the image the tag held
+// before when nothing else holds it.
+func (d *Docker) made(ctx context.Context, key, tag, oldID, newID string, fresh bool) {
 	if fresh {
 		d.buildMu.Lock()
 		if d.rebuilt == nil {
@@ -209,10 +217,9 @@ func (d *Docker) build(ctx context.Context, dir, name string) (string, image.Ins
 		d.rebuilt[key] = true
 		d.buildMu.Unlock()
 	}
-	if old.ID != "" && old.ID != built.ID {
-		d.removeReplaced(ctx, tag, old.ID)
+	if oldID != "" && oldID != newID {
+		d.removeReplaced(ctx, tag, oldID)
 	}
-	return tag, built, nil
 }
 
 // removeReplaced removes the image a build took the tag from, when nothing

@@ -39,20 +39,6 @@ const blockMin = 256
 // maxAnswerKept bounds the answer kept of one call.
 const maxAnswerKept = 4 << 20
 
-// conversationLine is one call of a record.
-type conversationLine struct {
-	Call          int64           `json:"call"`
-	Time          time.Time       `json:"time"`
-	API           API             `json:"api"`
-	Status        int             `json:"status"`
-	Stream        bool            `json:"stream"`
-	Request       json.RawMessage `json:"request"`
-	Answer        json.RawMessage `json:"answer,omitempty"`
-	AnswerText    string          `json:"answer_text,omitempty"`
-	AnswerOmitted int             `json:"answer_omitted,omitempty"`
-	Error         string          `json:"error,omitempty"`
-}
-
 type blockLine struct {
 	Block string          `json:"block"`
 	JSON  json.RawMessage `json:"json"`
@@ -143,7 +129,7 @@ func (st *agentState) recordConversation(c *call) {
 	cv := st.conv
 	cv.calls++
 	request, blocks := cv.split(c.request)
-	line := conversationLine{Call: cv.calls, Time: c.start.UTC(), API: c.api, Status: c.status, Stream: c.stream, Request: request,
+	line := Call{N: cv.calls, Time: c.start.UTC(), API: c.api, Status: c.status, Stream: c.stream, Request: request,
 		AnswerOmitted: c.answerOmitted, Error: c.errMsg}
 	switch answer := c.answer.Bytes(); {
 	case len(answer) == 0:
@@ -177,7 +163,9 @@ func (c *call) keepAnswer(data []byte) {
 	c.answer.Write(data)
 }
 
-// Call is one call of a conversation record, its request whole again.
+// Call is one call of a conversation record: as written, its request
+// holds blocks; as ReadConversation returns it, the request is whole
+// again.
 type Call struct {
 	N       int64           `json:"call"`
 	Time    time.Time       `json:"time"`

@@ -161,7 +161,7 @@ func FuzzReadConversation(f *testing.F) {
 			data, _ := json.Marshal(b)
 			seed.Write(append(data, '\n'))
 		}
-		data, _ := json.Marshal(conversationLine{Call: 1, Request: line})
+		data, _ := json.Marshal(Call{N: 1, Request: line})
 		seed.Write(append(data, '\n'))
 	}
 	f.Add(seed.Bytes())

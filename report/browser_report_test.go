@@ -255,6 +255,21 @@ func TestViewInBrowser(t *testing.T) {
 		b.screenshot(page, "troupe-view-cut-files.png", 1600)
 	})
 
+	// Issue 15: each agent's conversation, call by call.
+	t.Run("conversation", func(t *testing.T) {
+		b := &browser{t: t, path: b.path, artifacts: b.artifacts}
+		srv := httptest.NewServer(&Viewer{Dir: conversationTrial(t)})
+		t.Cleanup(srv.Close)
+		page := srv.URL + "/conversation?agent=worker-1&t=" + url.QueryEscape(doneTrial)
+		dom := b.dom(page, 1600)
+		for _, want := range []string{`id="call-3"`, "tool call write_file", "tool result call_1", "thanks, now stop", "bye for now", "4321 in (1000 cached), 77 out", "&lt;script&gt;alert(1)"} {
+			if !strings.Contains(dom, want) {
+				t.Errorf("the rendered conversation lacks %q", want)
+			}
+		}
+		b.screenshot(page, "troupe-view-conversation.png", 1600)
+	})
+
 	// Point 7: the report fits 1,400 px; charts keep their labels inside.
 	t.Run("html report", func(t *testing.T) {
 		b := &browser{t: t, path: b.path, artifacts: b.artifacts}

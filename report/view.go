@@ -65,6 +65,8 @@ func (v *Viewer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		v.index(w, q.Get("baseline"))
 	case "/trial":
 		v.trial(w, q.Get("t"), q.Get("baseline"))
+	case "/conversation":
+		v.conversation(w, q.Get("t"), q.Get("agent"), q.Get("baseline"))
 	default:
 		http.NotFound(w, r)
 	}

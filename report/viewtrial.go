@@ -51,7 +51,9 @@ type Call struct {
 
 type agentView struct {
 	ID, Role, Kind string
-	Calls          []Call
+	// Conversation links the agent's conversation page.
+	Conversation string
+	Calls        []Call
 	// Empty is what the call table says when it has no row: "no calls",
 	// or why there is no call to show although the result records some.
 	Empty string
@@ -147,7 +149,11 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 	var agents []agentView
 	for _, m := range roster {
 		if m.Kind != "user" {
-			agents = append(agents, readAgent(tf, m, usage))
+			av := readAgent(tf, m, usage)
+			if safeID(m.ID) {
+				av.Conversation = withBaseline("/conversation", url.Values{"t": {key}, "agent": {m.ID}}, baseline)
+			}
+			agents = append(agents, av)
 		}
 	}
 	exception := ""

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -116,20 +115,15 @@ type convBottom struct {
 }
 
 func (v *Viewer) conversation(w http.ResponseWriter, key, agent, baseline string) {
-	f := v.scan()
-	i := slices.IndexFunc(f.trials, func(t *Trial) bool { return v.rel(t.Dir) == key })
-	if key == "" || i < 0 || !safeID(agent) {
+	if !safeID(agent) {
 		http.Error(w, "no such trial under "+v.Dir, http.StatusNotFound)
 		return
 	}
-	t := f.trials[i]
-	root, err := os.OpenRoot(v.Dir)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	t, tf, ok := v.openTrial(w, key)
+	if !ok {
 		return
 	}
-	defer root.Close()
-	tf := files{root: root, dir: key}
+	defer tf.root.Close()
 	dir := "agents/" + agent + "/"
 	if _, _, err := tf.open(dir + "llm-calls.jsonl"); errors.Is(err, fs.ErrNotExist) {
 		if _, _, err := tf.open(dir + "llm-conversation.jsonl.gz"); errors.Is(err, fs.ErrNotExist) {

@@ -113,21 +113,30 @@ func safeID(id string) bool {
 	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, `/\`)
 }
 
-func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
+// openTrial finds the trial a page names and opens its folder, confined
+// to the viewer's; on false it has answered the request (404, 500), and
+// otherwise the caller closes the folder.
+func (v *Viewer) openTrial(w http.ResponseWriter, key string) (*Trial, files, bool) {
 	f := v.scan()
 	i := slices.IndexFunc(f.trials, func(t *Trial) bool { return v.rel(t.Dir) == key })
 	if key == "" || i < 0 {
 		http.Error(w, "no such trial under "+v.Dir, http.StatusNotFound)
-		return
+		return nil, files{}, false
 	}
-	t := f.trials[i]
 	root, err := os.OpenRoot(v.Dir)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return nil, files{}, false
+	}
+	return f.trials[i], files{root: root, dir: key}, true
+}
+
+func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
+	t, tf, ok := v.openTrial(w, key)
+	if !ok {
 		return
 	}
-	defer root.Close()
-	tf := files{root: root, dir: key}
+	defer tf.root.Close()
 	live := t.Outcome == outcomeRunning
 
 	var full fullResult

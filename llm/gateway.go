@@ -56,6 +56,10 @@ type Gateway struct {
 	DrainGrace time.Duration
 	Logger     *slog.Logger
 	Now        func() time.Time
+	// KeysOptional lets an endpoint's key be missing from the environment:
+	// its calls then reach the upstream with no key. A replay that never
+	// goes live needs none.
+	KeysOptional bool
 
 	keys     map[string]secret.Secret // endpoint name -> real key
 	scrubber *secret.Scrubber         // finds the keys; each trial's adds its tokens
@@ -119,6 +123,10 @@ func (g *Gateway) Open(ctx context.Context) error {
 			continue
 		}
 		key := g.Getenv(ep.APIKeyEnv)
+		if key == "" && g.KeysOptional {
+			g.Logger.Warn("no key for endpoint: its calls reach the upstream without one", "endpoint", name, "env", ep.APIKeyEnv)
+			continue
+		}
 		if key == "" {
 			errs = append(errs, fmt.Errorf("endpoint %s: environment variable %s is not set; export it on the host that runs troupe", name, ep.APIKeyEnv))
 			continue
@@ -253,6 +261,10 @@ type call struct {
 	// never charged, counted against the budgets, disturbed by a fault or
 	// recorded, for it is not a model call.
 	countTokens bool
+	// replayed is the recorded call a replay answers this one with; live
+	// marks a replay's call sent to the endpoint after a divergence.
+	replayed *Call
+	live     bool
 }
 
 type callKey struct{}
@@ -389,6 +401,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.forward(w, r, c, body)
 		return
 	}
+	if st.replay != nil && !g.replayCall(w, c, body) {
+		return
+	}
 	if refusal := st.admit(); refusal != nil {
 		c.status, c.errClass, c.errMsg = http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error()
 		// A spent budget stays spent: both official SDKs would otherwise
@@ -397,7 +412,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api, http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error())
 		return
 	}
-	if f := g.takeFault(st); f != nil {
+	if f := g.takeFault(st); f != nil && c.replayed == nil { // a replayed call had its faults
 		c.fault = f.String()
 		if !f.apply(w, c) {
 			return
@@ -542,6 +557,9 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // route sends mock endpoints' calls to the in-process mock, others upstream.
 func (g *Gateway) route(r *http.Request) (*http.Response, error) {
 	c := callOf(r)
+	if c.replayed != nil {
+		return g.replayResponse(r, c), nil
+	}
 	if c.st.endpoint.API == Mock {
 		return g.mock.RoundTrip(r)
 	}
@@ -691,7 +709,7 @@ func (g *Gateway) finish(c *call) {
 		Time: c.start.UTC(), Trial: st.trial.spec.ID, Agent: st.spec.ID, Endpoint: st.endpoint.Name,
 		Model: st.endpoint.Model, API: c.api, Stream: c.stream, Status: c.status,
 		LatencyMS: ms(end.Sub(c.start)), ErrorClass: c.errClass, Error: c.errMsg, RetryAfter: c.retryAfter, Fault: c.fault,
-		Asked: c.asked,
+		Asked: c.asked, Replayed: c.replayed != nil,
 	}
 	if !c.firstByte.IsZero() {
 		r.TTFBMS = ms(c.firstByte.Sub(c.start))
@@ -711,6 +729,11 @@ func (g *Gateway) finish(c *call) {
 		r.Status = http.StatusTooManyRequests
 	}
 	st.settle(r)
+	if st.replay != nil {
+		st.trial.mu.Lock()
+		st.countReplay(c, r.CostUSD)
+		st.trial.mu.Unlock()
+	}
 	if st.spec.Conversation != nil {
 		st.trial.mu.Lock()
 		st.recordConversation(c)

@@ -41,6 +41,9 @@ type TrialSpec struct {
 	Prices              map[string]manifest.Price
 	// MaxCostUSD caps the whole trial; nil is no cap.
 	MaxCostUSD *float64
+	// Replay plays a recorded trial's answers (replay.go); nil asks the
+	// endpoints.
+	Replay *Replay
 }
 
 // Exhaustion reports a spent budget: an agent's (Agent set) or the trial's.
@@ -93,6 +96,7 @@ type Trial struct {
 	closed    bool
 	calls     map[*call]struct{} // in flight
 	idle      chan struct{}      // closed once the trial is closed and no call is in flight
+	replay    *replayState       // nil when the trial is no replay
 }
 
 // agentState is one agent's grant: where its calls go and what it has used.
@@ -108,6 +112,7 @@ type agentState struct {
 	exhausted *Exhaustion
 	reported  bool
 	conv      *conversation
+	replay    *replayCursor // nil when the trial is no replay
 }
 
 // OpenTrial mints a token for each agent. Every endpoint must be configured
@@ -116,6 +121,12 @@ func (g *Gateway) OpenTrial(spec TrialSpec) (*Trial, error) {
 	t := &Trial{g: g, spec: spec, agents: map[string]*agentState{}, tokens: map[string]secret.Secret{}, events: make(chan Exhaustion, len(spec.Agents)+1),
 		calls: map[*call]struct{}{}, idle: make(chan struct{})}
 	var errs []error
+	if spec.Replay != nil {
+		var err error
+		if t.replay, err = newReplayState(spec); err != nil {
+			return nil, fmt.Errorf("llm: trial %s: %w", spec.ID, err)
+		}
+	}
 	scenarios := map[string]*Scenario{}
 	for _, a := range spec.Agents {
 		ep, ok := g.endpoint(a.Endpoint)
@@ -133,6 +144,9 @@ func (g *Gateway) OpenTrial(spec TrialSpec) (*Trial, error) {
 			continue
 		}
 		st := &agentState{trial: t, spec: a, endpoint: ep, price: price}
+		if spec.Replay != nil {
+			st.replay = newReplayCursor(spec.Replay.Calls[a.ID])
+		}
 		if ep.API == Mock {
 			sc, ok := scenarios[ep.Scenario]
 			if !ok {

@@ -102,6 +102,9 @@ type Record struct {
 	// Asked is what the call asked beside its messages (effort, output
 	// limit); nil when it asked nothing.
 	Asked *Asked `json:"asked,omitempty"`
+	// Replayed: a replay answered the call from its recording, for
+	// nothing (replay.go).
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // Totals adds up calls.

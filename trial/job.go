@@ -50,6 +50,8 @@ type JobSpec struct {
 	Retries int
 	// Command is the command line, recorded in config.json.
 	Command []string
+	// Replay makes every trial a replay of a recorded one (troupe replay).
+	Replay *Replay
 }
 
 // Job event types, besides the trials' own.
@@ -319,7 +321,7 @@ func (j *job) runTrial(ctx context.Context, p planned) error {
 		j.progress.Trial(e)
 	}
 	for try := 0; ; try++ {
-		spec := Spec{Name: p.name, Dir: filepath.Join(j.spec.Dir, p.name), Team: p.cond.Team, ManifestPath: p.cond.Path, Task: p.task, Attempt: p.attempt, Oracle: p.cond.Oracle, Stacks: p.cond.Stacks}
+		spec := Spec{Name: p.name, Dir: filepath.Join(j.spec.Dir, p.name), Team: p.cond.Team, ManifestPath: p.cond.Path, Task: p.task, Attempt: p.attempt, Oracle: p.cond.Oracle, Stacks: p.cond.Stacks, Replay: j.spec.Replay}
 		res, err := Run(ctx, j.env, spec, emit)
 		if err != nil {
 			return err // the result could not be written: the disk is the problem

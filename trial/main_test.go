@@ -100,6 +100,12 @@ func (u unionFS) Open(name string) (fs.File, error) {
 // services opens a relay and a gateway for one test's job.
 func services(t testing.TB) (*relay.Relay, *llm.Gateway) {
 	t.Helper()
+	return servicesWith(t, nil)
+}
+
+// servicesWith opens them with the gateway's endpoints beside mock ones.
+func servicesWith(t testing.TB, endpoints llm.Endpoints) (*relay.Relay, *llm.Gateway) {
+	t.Helper()
 	r := relay.New()
 	if err := r.Open(t.Context()); err != nil {
 		t.Fatal(err)
@@ -111,7 +117,7 @@ func services(t testing.TB) (*relay.Relay, *llm.Gateway) {
 			t.Errorf("close relay: %v", err)
 		}
 	})
-	g := llm.New(nil)
+	g := llm.New(endpoints)
 	g.Scenarios = unionFS{os.DirFS("testdata/scenarios"), examples.Scenarios()}
 	if err := g.Open(t.Context()); err != nil {
 		t.Fatal(err)
@@ -128,7 +134,12 @@ func services(t testing.TB) (*relay.Relay, *llm.Gateway) {
 
 // testEnv is a job environment for one test.
 func testEnv(t *testing.T) *Env {
-	r, g := services(t)
+	return testEnvWith(t, nil)
+}
+
+// testEnvWith is a job environment whose gateway has endpoints.
+func testEnvWith(t *testing.T, endpoints llm.Endpoints) *Env {
+	r, g := servicesWith(t, endpoints)
 	env := &Env{Runtime: testRT, Relay: r, Gateway: g, Binary: testBinary(t), JobID: runID + "-" + t.Name(), Version: "test", Limits: DefaultLimits}
 	// The test is the job: its network goes when it ends.
 	t.Cleanup(func() {

@@ -157,6 +157,9 @@ type Result struct {
 	Network *NetworkRecord `json:"network"`
 	// Installs are the stacks' install scripts: run, or their image reused.
 	Installs []InstallRecord `json:"installs,omitempty"`
+	// Replay is set when the trial replayed a recorded one: what was
+	// played, and where an agent left its recording.
+	Replay *ReplayRecord `json:"replay,omitempty"`
 }
 
 // Finished reports whether a result is final for resuming: scored trials and

@@ -163,6 +163,9 @@ type Spec struct {
 	// Stacks are the stacks the agents' harnesses may name beside the
 	// built-in reference agent.
 	Stacks stack.Set
+	// Replay answers the agents' calls from a recorded trial; nil asks
+	// their endpoints.
+	Replay *Replay
 }
 
 // Event is a step of a trial, for progress displays and --json.
@@ -545,7 +548,15 @@ func (r *run) provision() error {
 		specs = append(specs, llm.AgentSpec{ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind), Pubkey: ar.pk, Endpoint: ar.Endpoint, Budget: ar.Budget, Log: optional(ar.calls), Conversation: optional(ar.conversation)})
 	}
 	m := team.Manifest
-	r.gw, err = r.env.Gateway.OpenTrial(llm.TrialSpec{ID: r.id, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD})
+	gspec := llm.TrialSpec{ID: r.id, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD}
+	if rp := r.spec.Replay; rp != nil {
+		pubkeys := map[string]string{"user": r.userPK}
+		for _, ar := range r.agents {
+			pubkeys[ar.ID] = ar.pk
+		}
+		gspec.Replay = rp.gateway(r.id, pubkeys)
+	}
+	r.gw, err = r.env.Gateway.OpenTrial(gspec)
 	if err != nil {
 		return fmt.Errorf("mint gateway tokens: %w", err)
 	}
@@ -906,8 +917,15 @@ func (r *run) watch(ctx context.Context) Reason {
 	timer := time.NewTimer(time.Until(r.deadline))
 	defer timer.Stop()
 	exhausted := r.gw.Exhausted()
+	diverged := r.gw.Diverged() // nil, which never receives, unless a replay
 	for {
 		select {
+		case d := <-diverged:
+			r.log.Info("replay diverged", "agent", d.Agent, "call", d.Call, "why", d.Why)
+			if r.spec.Replay.OnDivergence == llm.DivergeStop {
+				r.fail(ErrReplayDiverged, fmt.Errorf("call %d of agent %s left its recording (%s), and --on-divergence stop ends the replay there", d.Call, d.Agent, d.Why))
+				return ReplayDiverged
+			}
 		case <-r.ch.Done():
 			r.log.Info("declared done", "content", r.ch.DoneEvent().Content)
 			return DeclaredDone
@@ -989,6 +1007,11 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 		}
 	case reason == InfraError:
 		result = outcome.UnscoredInfra
+	case reason == ReplayDiverged:
+		// What the team did from there is not the recording's: no verdict.
+		if sweepErr != nil {
+			r.cleanupError("sweep", sweepErr)
+		}
 	case sweepErr != nil:
 		// Agent code may still run: whatever the verifier found now could
 		// be the agents' doing during the verification.
@@ -1140,6 +1163,9 @@ func (r *run) closeServices(ctx context.Context) {
 			r.res.Agents[i].Usage = perAgent[r.res.Agents[i].ID]
 		}
 		r.res.AgentResult = AgentResult{NInputTokens: total.InputTokens, NCacheTokens: total.CachedTokens, NOutputTokens: total.OutputTokens, CostUSD: total.CostUSD, NCalls: total.Calls}
+		if rp := r.spec.Replay; rp != nil {
+			r.res.Replay = &ReplayRecord{Source: rp.Dir, RecordedOutcome: rp.Recorded.Outcome, ReplayReport: r.gw.ReplayReport()}
+		}
 	}
 }
 

@@ -25,11 +25,18 @@ const helloWorld = "../examples/tasks/hello-world"
 // and folder; a failure shows what the trial wrote.
 func runTrial(t *testing.T, env *Env, manifestPath, taskDir string) (*Result, string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "trial")
 	tm := team(t, manifestPath)
+	return runSpec(t, env, Spec{Name: "t__" + tm.Manifest.Condition + "__1", Team: tm, ManifestPath: manifestPath, Task: loadTask(t, taskDir), Attempt: 1})
+}
+
+// runSpec runs a trial in a folder of the test's and checks what every
+// trial must leave.
+func runSpec(t *testing.T, env *Env, spec Spec) (*Result, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "trial")
+	spec.Dir = dir
 	var events []Event
-	res, err := Run(t.Context(), env, Spec{Name: "t__" + tm.Manifest.Condition + "__1", Dir: dir, Team: tm, ManifestPath: manifestPath, Task: loadTask(t, taskDir), Attempt: 1},
-		func(e Event) { events = append(events, e) })
+	res, err := Run(t.Context(), env, spec, func(e Event) { events = append(events, e) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -217,29 +218,39 @@ func refuseKeysInTaskEnv(tasks []*task.Task, cfg *config) error {
 	return errors.Join(errs...)
 }
 
+// loadCondition loads and verifies a manifest, its personas and its
+// agents' stacks.
+func loadCondition(path, artifactRoot string, cfg *config) (trial.Condition, error) {
+	m, err := manifest.Load(path)
+	if err == nil {
+		dir := artifactRoot
+		if dir == "" {
+			dir = manifest.DefaultDir(path)
+		}
+		var tm *manifest.Team
+		if tm, err = m.Verify(manifest.Sources{Dir: dir, Builtin: personas.FS()}); err == nil {
+			var stacks stack.Set
+			if stacks, err = stacksFor(cfg, path); err == nil {
+				if err = checkStacks(tm, stacks); err == nil {
+					return trial.Condition{Path: path, Team: tm, Stacks: stacks}, nil
+				}
+			}
+		}
+	}
+	return trial.Condition{}, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err)
+}
+
 func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, cfg *config, argv []string) (err error) {
 	// Everything that can be checked is checked before any container starts.
 	var conds []trial.Condition
 	var errs []error
 	for _, path := range opts.manifests {
-		m, err := manifest.Load(path)
-		if err == nil {
-			dir := artifactRoot
-			if dir == "" {
-				dir = manifest.DefaultDir(path)
-			}
-			var tm *manifest.Team
-			if tm, err = m.Verify(manifest.Sources{Dir: dir, Builtin: personas.FS()}); err == nil {
-				var stacks stack.Set
-				if stacks, err = stacksFor(cfg, path); err == nil {
-					if err = checkStacks(tm, stacks); err == nil {
-						conds = append(conds, trial.Condition{Path: path, Team: tm, Stacks: stacks})
-						continue
-					}
-				}
-			}
+		cond, err := loadCondition(path, artifactRoot, cfg)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		errs = append(errs, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err))
+		conds = append(conds, cond)
 	}
 	if opts.oracle {
 		conds = append(conds, trial.OracleCondition())
@@ -279,9 +290,49 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	if opts.dryRun {
 		return dryRun(ctx, a, cfg, conds, tasks, opts)
 	}
+	// tasks check --json prints its own report on standard output.
+	res, err := runJob(ctx, a, cfg, opts, trial.JobSpec{
+		Dir: out, Conditions: conds, Tasks: tasks, Attempts: opts.attempts, Concurrency: opts.concurrency,
+		Retries: opts.retries, Command: argv,
+	}, opts.json && !opts.check)
+	if res == nil {
+		return err
+	}
+	if opts.check {
+		return cmp.Or(err, printCheck(a, out, res, opts.json))
+	}
+	if !opts.json {
+		printSummary(a.stdout, out, res)
+	}
+	if err != nil { // the job ran, and closing the relay or gateway failed
+		return err
+	}
+	return jobExit(ctx, a, res, opts.retries)
+}
+
+// jobExit is the exit status of a job that ran: 1 when it was
+// interrupted, 3 when some trials could not be measured.
+func jobExit(ctx context.Context, a *app, res *trial.JobResult, retries int) error {
+	if ctx.Err() != nil {
+		fmt.Fprintf(a.stderr, "interrupted: %d of %d trials are done; run the same command to finish the job\n", done(res), res.Total)
+		return &reportedError{code: exitFailed}
+	}
+	if n := unmeasured(res); n > 0 {
+		fmt.Fprintf(a.stderr, "%d of %d trials could not be measured: the harness failed them (unscored_infra) after %d retries; "+
+			"their folders' trial.log and result.json say why; run the same command again to retry them\n", n, res.Total, retries)
+		return &reportedError{code: exitUnmeasured}
+	}
+	return nil
+}
+
+// runJob runs a job on the local Docker Engine with the embedded relay and
+// gateway: what is left of earlier crashed runs is reaped first, and a
+// second interrupt removes the job's containers at once. asJSON prints
+// NDJSON events instead of the progress bar.
+func runJob(ctx context.Context, a *app, cfg *config, opts runOptions, spec trial.JobSpec, asJSON bool) (res *trial.JobResult, err error) {
 	rt, err := docker.New(ctx, shortVersion(), nil)
 	if err != nil {
-		return fmt.Errorf("%w\n(troupe doctor checks what trials need)", err)
+		return nil, fmt.Errorf("%w\n(troupe doctor checks what trials need)", err)
 	}
 	rt.Rebuild = opts.rebuild
 	defer rt.Close()
@@ -292,21 +343,23 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	}
 	bin, _, err := selfBinary(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	rl := relay.New()
 	if err := rl.Open(ctx); err != nil {
-		return fmt.Errorf("relay: %w", err)
+		return nil, fmt.Errorf("relay: %w", err)
 	}
 	gw := llm.New(cfg.endpoints)
+	// A replay that never goes live asks no upstream: it needs no key.
+	gw.KeysOptional = spec.Replay != nil && spec.Replay.OnDivergence != llm.DivergeLive
 	gw.Scenarios = examples.Scenarios()
 	if cfg.path != "" {
 		gw.ScenarioDir = filepath.Dir(cfg.path)
 	}
 	if err := gw.Open(ctx); err != nil {
 		rl.Close(context.Background())
-		return fmt.Errorf("gateway: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
@@ -319,7 +372,7 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 		}
 	}()
 
-	jobID := filepath.Base(out) + "-" + fmt.Sprint(time.Now().Unix())
+	jobID := filepath.Base(spec.Dir) + "-" + fmt.Sprint(time.Now().Unix())
 	limits := trial.DefaultLimits
 	limits.Multiplier, limits.Ready = opts.multiplier, opts.readyTimeout
 	env := &trial.Env{Runtime: rt, Relay: rl, Gateway: gw, Binary: bin, JobID: jobID, Version: shortVersion(), Limits: limits, Network: opts.network, Record: opts.record}
@@ -334,32 +387,10 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	signal.Ignore(syscall.SIGPIPE)
 	defer signal.Reset(syscall.SIGPIPE)
 
-	// tasks check --json prints its own report on standard output.
-	show := newProgress(a, opts.json && !opts.check)
-	res, err := trial.RunJob(ctx, env, trial.JobSpec{
-		Dir: out, Conditions: conds, Tasks: tasks, Attempts: opts.attempts, Concurrency: opts.concurrency,
-		Retries: opts.retries, Command: argv,
-	}, trial.Progress{Trial: show.trial, Job: show.job})
+	show := newProgress(a, asJSON)
+	res, err = trial.RunJob(ctx, env, spec, trial.Progress{Trial: show.trial, Job: show.job})
 	show.end()
-	if err != nil {
-		return err
-	}
-	if opts.check {
-		return printCheck(a, out, res, opts.json)
-	}
-	if !opts.json {
-		printSummary(a.stdout, out, res)
-	}
-	if ctx.Err() != nil {
-		fmt.Fprintf(a.stderr, "interrupted: %d of %d trials are done; run the same command to finish the job\n", done(res), res.Total)
-		return &reportedError{code: exitFailed}
-	}
-	if n := unmeasured(res); n > 0 {
-		fmt.Fprintf(a.stderr, "%d of %d trials could not be measured: the harness failed them (unscored_infra) after %d retries; "+
-			"their folders' trial.log and result.json say why; run the same command again to retry them\n", n, res.Total, opts.retries)
-		return &reportedError{code: exitUnmeasured}
-	}
-	return nil
+	return res, err
 }
 
 // dryRun is troupe run's pre-flight alone: the job's plan and every

@@ -1,0 +1,241 @@
+package trial
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nbd-wtf/go-nostr/nip19"
+
+	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/trial/outcome"
+)
+
+// Replay is a recorded trial to run again with the gateway answering each
+// agent's n-th call from the recording (package llm, replay.go): the same
+// task and roster, in a fresh container, for nothing.
+type Replay struct {
+	// Dir is the recorded trial's folder.
+	Dir string
+	// Recorded is its result.json.
+	Recorded *Result
+	// Calls are its agents' conversation records, by agent id.
+	Calls map[string][]llm.Call
+	// Members are its members' pubkeys by id, the trial user's as "user".
+	Members map[string]string
+	// OnDivergence is what the replay does when an agent leaves its
+	// recording.
+	OnDivergence llm.DivergencePolicy
+	// Warnings are what the recording lacks that a replay may miss.
+	Warnings []string
+}
+
+// ReplayRecord is result.json's account of a replay.
+type ReplayRecord struct {
+	// Source is the recorded trial's folder; RecordedOutcome its outcome.
+	Source          string          `json:"source"`
+	RecordedOutcome outcome.Outcome `json:"recorded_outcome"`
+	*llm.ReplayReport
+}
+
+// ErrReplayDiverged: a replay stopped at an agent's first call off its
+// recording (--on-divergence stop).
+const ErrReplayDiverged ErrorKind = "ReplayDiverged"
+
+// ReplayDiverged ends a replay at its first divergence, with no verdict.
+const ReplayDiverged Reason = "replay_diverged"
+
+// LoadReplay reads a recorded trial folder: its result, its members and
+// every agent's conversation record.
+func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
+	res, err := ReadResult(filepath.Join(dir, "result.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s is not a finished trial's folder: it has no result.json (give a trial folder, jobs/<job>/<task>__<condition>__<attempt>)", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.TrialID == "" {
+		hint := "<job>/<task>__<condition>__<attempt>"
+		if names := finishedTrialNames(dir); len(names) > 0 {
+			hint = filepath.Join(dir, names[0]) + ", or another of " + clip.Head(strings.Join(names, ", "), 300)
+		}
+		return nil, fmt.Errorf("%s is not a trial's folder (a job's?): give a trial folder, %s", dir, hint)
+	}
+	if res.ManifestPath == OracleCondition().Path {
+		return nil, fmt.Errorf("trial %s ran the oracle (the task's solution/solve.sh): it called no model, and there is nothing to replay", dir)
+	}
+	rp := &Replay{Dir: dir, Recorded: res, Calls: map[string][]llm.Call{}, OnDivergence: policy}
+	if rp.Members, err = readMembers(dir); err != nil {
+		return nil, err
+	}
+	recorded := 0
+	for _, a := range res.Agents {
+		file := filepath.Join(dir, "agents", a.ID, conversationFile+".gz")
+		data, err := os.ReadFile(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			if a.Usage.Calls > 0 {
+				rp.Warnings = append(rp.Warnings, fmt.Sprintf("agent %s made %d calls but has no conversation record: any call of it diverges", a.ID, a.Usage.Calls))
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("trial %s: %w", dir, err)
+		}
+		recorded++
+		calls, missing, err := llm.ReadCompressedConversation(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if missing > 0 {
+			rp.Warnings = append(rp.Warnings, fmt.Sprintf("%s: %d calls name blocks the record lacks (it was bounded): they cannot be replayed", file, missing))
+		}
+		if int64(len(calls)) < a.Usage.Calls {
+			rp.Warnings = append(rp.Warnings, fmt.Sprintf("%s holds %d of the agent's %d calls (the record was bounded): the missing ones cannot be replayed", file, len(calls), a.Usage.Calls))
+		}
+		rp.Calls[a.ID] = calls
+	}
+	if recorded == 0 {
+		return nil, fmt.Errorf("trial %s kept no conversation (agents/<id>/%s.gz): it ran with --record meta or none, and there is nothing to replay; run it again with --record full (the default)", dir, conversationFile)
+	}
+	return rp, nil
+}
+
+// gateway is the replay as the gateway plays it, in a trial whose id and
+// members are given: each recorded value beside its counterpart.
+func (rp *Replay) gateway(trialID string, members map[string]string) *llm.Replay {
+	same := []llm.Same{{Name: "trial id", Recorded: rp.Recorded.TrialID, Live: trialID}}
+	for _, id := range slices.Sorted(maps.Keys(rp.Members)) {
+		old, now := rp.Members[id], members[id]
+		if old == "" || now == "" {
+			continue
+		}
+		same = append(same, llm.Same{Name: "pubkey of " + id, Recorded: old, Live: now})
+		oldN, err1 := nip19.EncodePublicKey(old)
+		nowN, err2 := nip19.EncodePublicKey(now)
+		if err1 == nil && err2 == nil {
+			same = append(same, llm.Same{Name: "npub of " + id, Recorded: oldN, Live: nowN})
+		}
+	}
+	return &llm.Replay{Calls: rp.Calls, Same: same, OnDivergence: rp.OnDivergence}
+}
+
+// Message is a channel message as a replay compares it: who sent it,
+// whom it mentions (by member id) and what it says, the trial's id and its
+// members' pubkeys named.
+type Message struct {
+	From     string   `json:"from"`
+	Mentions []string `json:"mentions"`
+	Content  string   `json:"content"`
+}
+
+// TranscriptDiff compares two trials' channel messages.
+type TranscriptDiff struct {
+	Recorded, Replayed int
+	// At is the first message that differs, from 1; 0 when none does.
+	At int
+	// Was and Is are that message in each, nil when that transcript ends
+	// before it.
+	Was, Is *Message
+}
+
+// CompareTranscripts compares the channel messages of a recorded trial and
+// its replay, ids and times aside.
+func CompareTranscripts(recordedDir, replayDir string) (TranscriptDiff, error) {
+	was, err := readMessages(recordedDir)
+	if err != nil {
+		return TranscriptDiff{}, err
+	}
+	is, err := readMessages(replayDir)
+	if err != nil {
+		return TranscriptDiff{}, err
+	}
+	d := TranscriptDiff{Recorded: len(was), Replayed: len(is)}
+	for i := range max(len(was), len(is)) {
+		var a, b *Message
+		if i < len(was) {
+			a = &was[i]
+		}
+		if i < len(is) {
+			b = &is[i]
+		}
+		if a == nil || b == nil || a.From != b.From || a.Content != b.Content || !slices.Equal(a.Mentions, b.Mentions) {
+			d.At, d.Was, d.Is = i+1, a, b
+			break
+		}
+	}
+	return d, nil
+}
+
+// readMessages reads a trial's channel messages with its own ids named.
+func readMessages(dir string) ([]Message, error) {
+	res, err := ReadResult(filepath.Join(dir, "result.json"))
+	if err != nil {
+		return nil, err
+	}
+	members, err := readMembers(dir)
+	if err != nil {
+		return nil, err
+	}
+	who := map[string]string{}
+	names := []string{res.TrialID, "<trial id>"}
+	for _, id := range slices.Sorted(maps.Keys(members)) {
+		who[members[id]] = id
+		names = append(names, members[id], "<pubkey of "+id+">")
+	}
+	name := strings.NewReplacer(names...)
+	data, err := os.ReadFile(filepath.Join(dir, "relay", "transcript.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("trial %s: %w", dir, err)
+	}
+	var out []Message
+	for line := range bytes.Lines(data) {
+		var rec struct {
+			Event struct {
+				Kind    int        `json:"kind"`
+				Pubkey  string     `json:"pubkey"`
+				Tags    [][]string `json:"tags"`
+				Content string     `json:"content"`
+			} `json:"event"`
+		}
+		if json.Unmarshal(line, &rec) != nil || rec.Event.Kind != 9 {
+			continue // a bound's marker, or not a message
+		}
+		m := Message{From: cmp.Or(who[rec.Event.Pubkey], rec.Event.Pubkey), Content: name.Replace(rec.Event.Content), Mentions: []string{}}
+		for _, tag := range rec.Event.Tags {
+			if len(tag) >= 2 && tag[0] == "p" {
+				m.Mentions = append(m.Mentions, cmp.Or(who[tag[1]], tag[1]))
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// readMembers reads a trial's relay/members.json: each member's pubkey by
+// id, the trial user's as "user".
+func readMembers(dir string) (map[string]string, error) {
+	file := filepath.Join(dir, "relay", "members.json")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("trial %s: %w", dir, err)
+	}
+	var members []struct{ ID, Pubkey string }
+	if err := json.Unmarshal(data, &members); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	out := map[string]string{}
+	for _, m := range members {
+		out[m.ID] = m.Pubkey
+	}
+	return out, nil
+}

@@ -20,6 +20,7 @@ func FuzzLoadScenario(f *testing.F) {
 	f.Add([]byte("scripts: {a: [{tool_calls: [{name: t, arguments: {x: [1, '{{.Channel}}', {y: ~}]}}]}]}"))
 	f.Add([]byte("scripts: {'*': [{reply: '{{ .Nope }}'}]}"))
 	f.Add([]byte("scripts: {a: [{reply: x, usage: {output_tokens: 1, reasoning_tokens: 2}}]}"))
+	f.Add([]byte("scripts: {a: [{choose: [{weight: 0.7, steps: [{reply: x}]}, {weight: 0.3, steps: [{choose: [{weight: 1, steps: [{reply: y}]}, {weight: 0, steps: [{hang: true}]}]}]}]}]}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := LoadScenario("fuzz.yaml", data)
 		if err == nil {

@@ -526,7 +526,7 @@ func TestScenarioReasoningTokens(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || sc.scripts["a"][0].Usage.Reasoning != 120 {
+		if err != nil || sc.scripts["a"][0].step.Usage.Reasoning != 120 {
 			t.Errorf("%q: %v", tc.yaml, err)
 		}
 	}

@@ -3,10 +3,13 @@ package llm
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,7 +29,59 @@ import (
 type Scenario struct {
 	Name        string
 	Description string
-	scripts     map[string][]Step
+	scripts     map[string][]scriptItem
+}
+
+// scriptItem is a step, or a choice between branches of steps.
+type scriptItem struct {
+	step   Step
+	choice *choice
+}
+
+// choice is a `choose` item: one of its branches, by weight, seeded by the
+// trial's name, so that a rerun of the same trial chooses alike and a
+// roster passes with a set probability across attempts.
+type choice struct {
+	line     int
+	branches []branch
+}
+
+type branch struct {
+	weight float64
+	items  []scriptItem
+}
+
+// resolve flattens a script for one trial: each choice replaced by the
+// steps of the branch the trial's seed picks.
+func resolve(items []scriptItem, scenario, trialName string) []Step {
+	var steps []Step
+	for _, it := range items {
+		if it.choice == nil {
+			steps = append(steps, it.step)
+			continue
+		}
+		total := 0.0
+		for _, b := range it.choice.branches {
+			total += b.weight
+		}
+		u := seedFraction(scenario, trialName, it.choice.line) * total
+		for i, b := range it.choice.branches {
+			if u < b.weight || i == len(it.choice.branches)-1 {
+				steps = append(steps, resolve(b.items, scenario, trialName)...)
+				break
+			}
+			u -= b.weight
+		}
+	}
+	return steps
+}
+
+// seedFraction is a number in [0, 1) fixed by the scenario, the trial's
+// name and the choice's line: the same on every run, and independent from
+// one trial (or choice) to the next.
+func seedFraction(scenario, trialName string, line int) float64 {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", scenario, trialName, line))
+	return float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53)
 }
 
 // Scripts lists the scenario's script keys, sorted, the wildcard last.
@@ -98,19 +153,12 @@ func LoadScenario(name string, data []byte) (*Scenario, error) {
 		return nil, err
 	}
 	d := &yaml11.Decoder{File: name}
-	sc := &Scenario{Name: strings.TrimSuffix(filepath.Base(name), filepath.Ext(name)), scripts: map[string][]Step{}}
+	sc := &Scenario{Name: strings.TrimSuffix(filepath.Base(name), filepath.Ext(name)), scripts: map[string][]scriptItem{}}
 	d.Struct(root, "", []yaml11.Field{
 		{Name: "description", Decode: func(n *yaml11.Node, p string) { sc.Description, _ = d.String(n, p) }},
 		{Name: "scripts", Required: true, Decode: func(n *yaml11.Node, p string) {
 			d.Map(n, p, func(key string, _, v *yaml11.Node, p string) {
-				var steps []Step
-				d.Seq(v, p, func(item *yaml11.Node, p string) {
-					steps = append(steps, parseStep(d, item, p))
-				})
-				if v.Kind == yaml11.Seq && len(v.Items) == 0 {
-					d.Errorf(v, p, "a script needs at least one step")
-				}
-				sc.scripts[key] = steps
+				sc.scripts[key] = parseItems(d, v, p)
 			})
 		}},
 	}, nil)
@@ -127,6 +175,54 @@ func parseTemplate(d *yaml11.Decoder, n *yaml11.Node, path, text string) *templa
 		return nil
 	}
 	return t
+}
+
+// parseItems reads a list of steps and choices.
+func parseItems(d *yaml11.Decoder, n *yaml11.Node, path string) []scriptItem {
+	var items []scriptItem
+	d.Seq(n, path, func(item *yaml11.Node, p string) {
+		if item.Kind == yaml11.Map && item.Get("choose") != nil {
+			items = append(items, scriptItem{choice: parseChoice(d, item, p)})
+			return
+		}
+		items = append(items, scriptItem{step: parseStep(d, item, p)})
+	})
+	if n.Kind == yaml11.Seq && len(n.Items) == 0 {
+		d.Errorf(n, path, "a script needs at least one step")
+	}
+	return items
+}
+
+// parseChoice reads {choose: [{weight, steps}, ...]}.
+func parseChoice(d *yaml11.Decoder, n *yaml11.Node, path string) *choice {
+	c := &choice{line: n.Line}
+	d.Struct(n, path, []yaml11.Field{
+		{Name: "choose", Required: true, Decode: func(n *yaml11.Node, p string) {
+			d.Seq(n, p, func(item *yaml11.Node, p string) {
+				b := branch{weight: -1}
+				d.Struct(item, p, []yaml11.Field{
+					{Name: "weight", Required: true, Decode: func(n *yaml11.Node, p string) {
+						if v, ok := d.Float(n, p); ok {
+							if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+								d.Errorf(n, p, "must be a number of at least 0")
+							}
+							b.weight = v
+						}
+					}},
+					{Name: "steps", Required: true, Decode: func(n *yaml11.Node, p string) { b.items = parseItems(d, n, p) }},
+				}, nil)
+				c.branches = append(c.branches, b)
+			})
+			total := 0.0
+			for _, b := range c.branches {
+				total += max(b.weight, 0)
+			}
+			if n.Kind == yaml11.Seq && (len(n.Items) < 2 || total <= 0) {
+				d.Errorf(n, p, "a choice needs two branches or more, and weights that add up to more than 0")
+			}
+		}},
+	}, nil)
+	return c
 }
 
 func parseStep(d *yaml11.Decoder, n *yaml11.Node, path string) Step {
@@ -339,6 +435,7 @@ var instanceSuffix = regexp.MustCompile(`-\d+$`)
 type scriptCursor struct {
 	scenario *Scenario
 	key      string // the script chosen, "" when there is none
+	steps    []Step // its steps, its choices made for the trial
 	facts    Facts
 
 	mu        sync.Mutex
@@ -361,8 +458,8 @@ func (sc *Scenario) cursor(spec TrialSpec, a AgentSpec) *scriptCursor {
 		}
 	}
 	for _, key := range []string{a.ID, instanceSuffix.ReplaceAllString(a.ID, ""), a.Role, "*"} {
-		if _, ok := sc.scripts[key]; ok && key != "" {
-			c.key = key
+		if items, ok := sc.scripts[key]; ok && key != "" {
+			c.key, c.steps = key, resolve(items, sc.Name, cmp.Or(spec.Name, spec.ID))
 			break
 		}
 	}
@@ -384,7 +481,7 @@ func (c *scriptCursor) take(lastRole, lastText string) (Step, error) {
 	if c.key == "" {
 		return Step{}, &errScript{"mock_no_script", fmt.Sprintf("scenario %s has no script for agent %s (role %s); add one keyed by its id, class id, role or \"*\"", c.scenario.Name, c.facts.Self.ID, c.facts.Self.Role)}
 	}
-	steps := c.scenario.scripts[c.key]
+	steps := c.steps
 	if c.next >= len(steps) {
 		return Step{}, &errScript{"mock_script_exhausted", fmt.Sprintf("scenario %s, script %s: call %d of agent %s runs past the end of its %d steps", c.scenario.Name, c.key, c.calls, c.facts.Self.ID, len(steps))}
 	}

@@ -35,6 +35,10 @@ type AgentSpec struct {
 // TrialSpec is what the gateway needs to know about a trial.
 type TrialSpec struct {
 	ID string
+	// Name is the trial's name, the same on every run of it
+	// (<task>__<condition>__<attempt>): a mock scenario's choices are
+	// seeded by it. Empty, ID stands in.
+	Name string
 	// Channel and UserPubkey are trial facts for mock scenarios.
 	Channel, UserPubkey string
 	Agents              []AgentSpec

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupebench/troupe/decide"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/trial/outcome"
@@ -39,7 +40,12 @@ type Condition struct {
 	// PassRateCI is the Wilson interval; with nothing scored its bounds
 	// are NaN, not the [0, 1] that says nothing.
 	PassRateCI Interval `json:"pass_rate_ci95"`
-	MeanReward float64  `json:"mean_reward"`
+	// PassRateClustered are the task-clustered intervals of the pass
+	// rate; PassRateHeadline is the interval the condition leads with
+	// (IntervalPolicy), in every format.
+	PassRateClustered Clustered `json:"pass_rate_clustered"`
+	PassRateHeadline  Headline  `json:"pass_rate_headline"`
+	MeanReward        float64   `json:"mean_reward"`
 	// PassAtK maps k to the mean over tasks of the unbiased pass@k, for
 	// the k every task has enough scored attempts for; nil with nothing
 	// scored.
@@ -74,8 +80,18 @@ type Paired struct {
 	Baseline  string `json:"baseline"`
 	Pairs     int    `json:"n_pairs"`
 	// Diff is the condition's pass rate minus the baseline's, on the pairs.
-	Diff   float64  `json:"pass_rate_diff"`
-	DiffCI Interval `json:"pass_rate_diff_ci95"`
+	Diff float64 `json:"pass_rate_diff"`
+	// DiffCI is the paired bootstrap's interval; DiffClustered the
+	// task-clustered ones; DiffHeadline the one the row leads with.
+	DiffCI        Interval  `json:"pass_rate_diff_ci95"`
+	DiffClustered Clustered `json:"pass_rate_diff_clustered"`
+	DiffHeadline  Headline  `json:"pass_rate_diff_headline"`
+	// Sequential is set (SetSequential) for a sequential job: its test
+	// and decision, whose interval is then the headline.
+	Sequential *Sequential `json:"sequential,omitempty"`
+	// ByTask are the pairs of each task, in task order, for a plan
+	// (decide.EstimateVariance); not written.
+	ByTask []decide.Pairs `json:"-"`
 	// The four kinds of pairs; McNemar's test uses the discordant ones.
 	BothPassed   int `json:"n_both_passed"`
 	OnlyBaseline int `json:"n_only_baseline_passed"`
@@ -95,11 +111,13 @@ type Cell struct {
 
 // Comparison is the whole report.
 type Comparison struct {
-	Policy     string       `json:"policy"`
-	Conditions []*Condition `json:"conditions"`
-	Baseline   string       `json:"baseline,omitempty"`
-	Paired     []Paired     `json:"paired,omitempty"`
-	Bootstrap  struct {
+	Policy string `json:"policy"`
+	// IntervalPolicy says which interval each row leads with, and why.
+	IntervalPolicy string       `json:"interval_policy"`
+	Conditions     []*Condition `json:"conditions"`
+	Baseline       string       `json:"baseline,omitempty"`
+	Paired         []Paired     `json:"paired,omitempty"`
+	Bootstrap      struct {
 		Seed      uint64 `json:"seed"`
 		Resamples int    `json:"resamples"`
 	} `json:"bootstrap"`
@@ -117,7 +135,7 @@ type Comparison struct {
 // shown) and compares each with the baseline, the first condition by name
 // when baseline is "".
 func Compare(trials []*Trial, baseline string) (*Comparison, error) {
-	c := &Comparison{Policy: Policy, Grid: map[string]map[string]Cell{}}
+	c := &Comparison{Policy: Policy, IntervalPolicy: IntervalPolicy, Grid: map[string]map[string]Cell{}}
 	c.Bootstrap.Seed, c.Bootstrap.Resamples = BootstrapSeed, BootstrapResamples
 	byKey := map[string][]*Trial{}
 	redone := map[string][]*Trial{} // key -> runs redone, for their cost
@@ -293,6 +311,8 @@ func summarize(name, key string, trials []*Trial) *Condition {
 	// mean, median and the intervals are NaN with nothing scored.
 	c.PassRate = c.Tally.PassRate()
 	c.PassRateCI = Wilson(c.Passed, c.Scored)
+	c.PassRateClustered = clustered(taskClusters(perTask), 0, 1)
+	c.PassRateHeadline = headline(c.PassRateClustered, c.PassRateCI, IntervalWilson, "scored attempts")
 	c.MeanReward = mean(rewards)
 	c.CostPerTrialMean = mean(costs)
 	c.CostPerTrialMedian = median(costs)
@@ -308,6 +328,16 @@ func summarize(name, key string, trials []*Trial) *Condition {
 	}
 	c.PassAtK = passAtKOverTasks(perTask)
 	return c
+}
+
+// taskClusters are the passes of each task, in task order.
+func taskClusters(perTask map[string][2]int) []Cluster {
+	var out []Cluster
+	for _, task := range slices.Sorted(maps.Keys(perTask)) {
+		pt := perTask[task]
+		out = append(out, Cluster{Sum: float64(pt[1]), N: pt[0]})
+	}
+	return out
 }
 
 // addUsage adds a trial's usage to its roles' sums: every trial counts,
@@ -358,6 +388,8 @@ func pair(name string, trials []*Trial, baseName string, base []*Trial) Paired {
 	thisBy, thisDup := latestScored(trials)
 	baseBy, baseDup := latestScored(base)
 	var diffs []float64
+	byTask := map[string]*decide.Pairs{}
+	var tasks []string // in order: the keys are sorted by task
 	changed := 0
 	for _, k := range slices.SortedFunc(maps.Keys(thisBy), func(a, b pairKey) int {
 		return cmp.Or(strings.Compare(a.task, b.task), cmp.Compare(a.attempt, b.attempt))
@@ -391,6 +423,17 @@ func pair(name string, trials []*Trial, baseName string, base []*Trial) Paired {
 			d--
 		}
 		diffs = append(diffs, d)
+		if byTask[k.task] == nil {
+			byTask[k.task] = &decide.Pairs{}
+			tasks = append(tasks, k.task)
+		}
+		byTask[k.task].Add(this, that)
+	}
+	clusters := make([]Cluster, len(tasks))
+	for i, task := range tasks {
+		pt := *byTask[task]
+		p.ByTask = append(p.ByTask, pt)
+		clusters[i] = Cluster{Sum: float64(pt.Sum()), N: pt.N()}
 	}
 	var notes []string
 	if n := thisDup + baseDup; n > 0 {
@@ -415,6 +458,8 @@ func pair(name string, trials []*Trial, baseName string, base []*Trial) Paired {
 		p.Diff = mean(diffs)
 		p.DiffCI = PairedBootstrap(diffs, BootstrapResamples, BootstrapSeed)
 	}
+	p.DiffClustered = clustered(clusters, -1, 1)
+	p.DiffHeadline = headline(p.DiffClustered, p.DiffCI, IntervalPairedBootstrap, "pairs")
 	p.Warning = strings.Join(notes, "; ")
 	return p
 }

@@ -10,6 +10,9 @@
 // named in every report, never dropped silently; a figure of nothing (the
 // pass rate of a condition with no scored trial) is null, never 0. Its
 // statistics (Wilson intervals, the unbiased pass@k, percentile bootstrap
-// intervals with a fixed seed, the exact McNemar test) are small
-// functions, each tested against published values.
+// intervals with a fixed seed, the exact McNemar test, and the
+// task-clustered intervals: a bootstrap of tasks and the CR1 standard
+// error) are small functions, each tested against published values or a
+// second implementation. Which interval a row leads with, and why, is
+// stated in every format (IntervalPolicy).
 package report

@@ -167,33 +167,54 @@ func (c *Comparison) writeText(w io.Writer, md bool) error {
 
 	heading("Conditions")
 	t := &table{md: md}
-	t.row("condition", "trials", "scored", "passed", "pass rate (95% CI)", "mean reward", "pass@k", "infra", "verifier err", "cost/trial mean (median)", "cost/solved", "total cost", "wall median")
+	t.row("condition", "trials", "scored", "passed", "pass rate (95% CI)", "CI", "mean reward", "pass@k", "infra", "verifier err", "cost/trial mean (median)", "cost/solved", "total cost", "wall median")
 	for _, cd := range c.Conditions {
 		t.row(cd.Name, fmt.Sprint(cd.Trials), fmt.Sprint(cd.Scored), fmt.Sprint(cd.Passed),
-			rateCI(cd), num(cd.MeanReward), passAtK(cd.PassAtK), fmt.Sprint(cd.UnscoredInfra), fmt.Sprint(cd.VerifierError),
+			rateCI(cd), headlineName(cd.PassRateHeadline, cd.Scored), num(cd.MeanReward), passAtK(cd.PassAtK), fmt.Sprint(cd.UnscoredInfra), fmt.Sprint(cd.VerifierError),
 			costPerTrial(cd), usd(cd.CostPerSolved), usd(cd.TotalCostUSD), dur(cd.WallMedian))
 	}
 	t.write(w)
 
 	if len(c.Paired) > 0 {
 		heading("Against " + c.Baseline)
-		fmt.Fprintf(w, "Paired on the (task, attempt) both scored; 95%% interval by paired bootstrap (%d resamples, seed %d); exact McNemar test.\n", c.Bootstrap.Resamples, c.Bootstrap.Seed)
+		fmt.Fprintln(w, "Paired on the (task, attempt) both scored; 95% interval as CI says (see Intervals); exact McNemar test.")
 		if md {
 			fmt.Fprintln(w)
 		}
 		t = &table{md: md}
-		t.row("condition", "pairs", "Δ pass rate (95% CI)", "both / only baseline / only this / neither", "McNemar p", "note")
+		t.row("condition", "pairs", "Δ pass rate (95% CI)", "CI", "both / only baseline / only this / neither", "McNemar p", "note")
 		for _, p := range c.Paired {
-			diff := "-"
-			if !math.IsNaN(p.Diff) {
-				diff = fmt.Sprintf("%s [%s, %s]", signedPct(p.Diff), signedPct(p.DiffCI.Low), signedPct(p.DiffCI.High))
-			}
 			note := p.Warning
 			if note == "" {
 				note = "-"
 			}
-			t.row(p.Condition, fmt.Sprint(p.Pairs), diff, fmt.Sprintf("%d / %d / %d / %d", p.BothPassed, p.OnlyBaseline, p.OnlyThis, p.NeitherPass),
+			t.row(p.Condition, fmt.Sprint(p.Pairs), diffCI(p), headlineName(p.DiffHeadline, p.Pairs), fmt.Sprintf("%d / %d / %d / %d", p.BothPassed, p.OnlyBaseline, p.OnlyThis, p.NeitherPass),
 				pval(p.McNemarP), note)
+		}
+		t.write(w)
+	}
+
+	heading("Intervals (95%)")
+	fmt.Fprintf(w, "Headline: %s. Bootstraps: %d resamples, seed %d.\n", c.IntervalPolicy, c.Bootstrap.Resamples, c.Bootstrap.Seed)
+	if md {
+		fmt.Fprintln(w)
+	}
+	t = &table{md: md}
+	t.row("condition", "tasks", "attempts/task", "Wilson", "task bootstrap", "CR1 (SE, df)", "headline")
+	for _, cd := range c.Conditions {
+		cl := cd.PassRateClustered
+		t.row(cd.Name, fmt.Sprint(cl.Tasks), atMost(cl.MaxAttempts), ciPct(cd.PassRateCI), ciPct(cl.TaskBootstrap),
+			cr1(cl, pct), headlineWhy(cd.PassRateHeadline))
+	}
+	t.write(w)
+	if len(c.Paired) > 0 {
+		fmt.Fprintln(w)
+		t = &table{md: md}
+		t.row("Δ against "+c.Baseline, "tasks", "pairs/task", "paired bootstrap", "task bootstrap", "CR1 (SE, df)", "headline")
+		for _, p := range c.Paired {
+			cl := p.DiffClustered
+			t.row(p.Condition, fmt.Sprint(cl.Tasks), atMost(cl.MaxAttempts), ciSigned(p.DiffCI), ciSigned(cl.TaskBootstrap),
+				cr1(cl, signedPct), headlineWhy(p.DiffHeadline))
 		}
 		t.write(w)
 	}
@@ -243,12 +264,68 @@ func skippedHeading(n int) string {
 	return fmt.Sprintf("Not read: %d results left out of every figure", n)
 }
 
-// rateCI is a pass rate with its interval, or "-" with nothing scored.
+// rateCI is a pass rate with its headline interval, or "-" with nothing
+// scored.
 func rateCI(c *Condition) string {
 	if math.IsNaN(c.PassRate) {
 		return "-"
 	}
-	return fmt.Sprintf("%s [%s, %s]", pct(c.PassRate), pct(c.PassRateCI.Low), pct(c.PassRateCI.High))
+	return pct(c.PassRate) + " " + ciPct(c.PassRateHeadline.CI)
+}
+
+// diffCI is a difference with its headline interval, or "-" with no pair.
+func diffCI(p Paired) string {
+	if math.IsNaN(p.Diff) {
+		return "-"
+	}
+	return signedPct(p.Diff) + " " + ciSigned(p.DiffHeadline.CI)
+}
+
+// ciPct is an interval of rates, "[a, b]", or "-" when there is none.
+func ciPct(in Interval) string { return ci(in, pct) }
+
+// ciSigned is an interval of differences, or "-".
+func ciSigned(in Interval) string { return ci(in, signedPct) }
+
+func ci(in Interval, f func(float64) string) string {
+	if math.IsNaN(in.Low) || math.IsNaN(in.High) {
+		return "-"
+	}
+	return fmt.Sprintf("[%s, %s]", f(in.Low), f(in.High))
+}
+
+// cr1 is the CR1 interval with its standard error and degrees of
+// freedom, or "-" with fewer than two tasks.
+func cr1(c Clustered, f func(float64) string) string {
+	if math.IsNaN(c.SE) {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s, %d)", ci(c.CR1, f), strings.TrimPrefix(signedPct(c.SE), "+"), c.DF)
+}
+
+// headlineName names a row's headline interval, "-" with nothing to
+// measure (n scored trials or pairs).
+func headlineName(h Headline, n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return intervalName(h.Interval)
+}
+
+// headlineWhy is "name: why", or only why when there is no interval.
+func headlineWhy(h Headline) string {
+	if math.IsNaN(h.CI.Low) {
+		return h.Why
+	}
+	return intervalName(h.Interval) + ": " + h.Why
+}
+
+// atMost is "≤ n", or "-" for none.
+func atMost(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("≤ %d", n)
 }
 
 // costPerTrial is the mean and median cost per scored trial, or "-".

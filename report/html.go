@@ -34,6 +34,14 @@ var funcs = template.FuncMap{
 	"isNaN":          math.IsNaN,
 	"rateCI":         rateCI,
 	"costCI":         costPerTrial,
+	"diffCI":         diffCI,
+	"ciPct":          ciPct,
+	"ciSigned":       ciSigned,
+	"cr1Pct":         func(c Clustered) string { return cr1(c, pct) },
+	"cr1Signed":      func(c Clustered) string { return cr1(c, signedPct) },
+	"headlineName":   headlineName,
+	"headlineWhy":    headlineWhy,
+	"atMost":         atMost,
 	"skippedHeading": skippedHeading,
 }
 
@@ -78,7 +86,8 @@ func esc(s string) string { return template.HTMLEscapeString(s) }
 // rateTicks are the pass-rate axis ticks: 0% to 100% by 20.
 var rateTicks = []float64{0, 0.2, 0.4, 0.6, 0.8, 1}
 
-// passRateChart: a bar per condition with its Wilson interval.
+// passRateChart: a bar per condition with its headline interval (Wilson's
+// or the task-clustered one, as the table beside it).
 func passRateChart(c *Comparison) string {
 	rowH, left, right := 28, 200, 40
 	h := rowH*len(c.Conditions) + 40
@@ -97,7 +106,8 @@ func passRateChart(c *Comparison) string {
 			continue
 		}
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="16" class="bar"><title>%s: %s of %d</title></rect>`, left, y+2, cd.PassRate*plot, esc(cd.Name), pct(cd.PassRate), cd.Scored)
-		lo, hi := float64(left)+cd.PassRateCI.Low*plot, float64(left)+cd.PassRateCI.High*plot
+		in := cd.PassRateHeadline.CI
+		lo, hi := float64(left)+in.Low*plot, float64(left)+in.High*plot
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" class="ci"/><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" class="ci"/><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" class="ci"/>`,
 			lo, y+10, hi, y+10, lo, y+4, lo, y+16, hi, y+4, hi, y+16)
 	}
@@ -157,8 +167,9 @@ func paretoFront(pts []paretoPoint) map[string]bool {
 }
 
 // paretoChart: mean cost per scored trial against pass rate, each point
-// with its two 95% intervals (bootstrap on cost, Wilson on pass rate), the
-// Pareto front (no other condition both cheaper and better) joined.
+// with its two 95% intervals (bootstrap on cost, the headline one on pass
+// rate), the Pareto front (no other condition both cheaper and better)
+// joined.
 func paretoChart(c *Comparison) string {
 	var pts []paretoPoint
 	var left []string
@@ -168,7 +179,7 @@ func paretoChart(c *Comparison) string {
 			left = append(left, cd.Name)
 			continue
 		}
-		pts = append(pts, paretoPoint{cd.Name, cd.CostPerTrialMean, cd.PassRate, cd.CostPerTrialCI, cd.PassRateCI, cd.Scored})
+		pts = append(pts, paretoPoint{cd.Name, cd.CostPerTrialMean, cd.PassRate, cd.CostPerTrialCI, cd.PassRateHeadline.CI, cd.Scored})
 		top = math.Max(top, math.Max(cd.CostPerTrialMean, cd.CostPerTrialCI.High))
 	}
 	ticks, decimals := niceTicks(top, 5)

@@ -246,6 +246,8 @@ func (v *Viewer) index(w http.ResponseWriter, baseline string) {
 	slices.SortFunc(jobList, func(a, b *jobRow) int { return strings.Compare(a.Name, b.Name) })
 	c, baseline, baselineErr := compareWith(append(finished, f.redone...), baseline)
 	c.Skipped = Skipped(errors.Join(f.errs...))
+	seq, seqErr := LoadSequential(v.Dir)
+	c.ApplySequential(seq)
 	var problems []string
 	for _, e := range f.errs {
 		if _, ok := errors.AsType[*UnreadableError](e); !ok {
@@ -254,6 +256,9 @@ func (v *Viewer) index(w http.ResponseWriter, baseline string) {
 	}
 	if baselineErr != nil {
 		problems = append(problems, baselineErr.Error()+"; compared with "+c.Baseline+", the first by name")
+	}
+	if seqErr != nil {
+		problems = append(problems, seqErr.Error())
 	}
 	var rows []trialRow
 	for _, t := range f.trials {

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/troupebench/troupe/decide"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/stack"
@@ -52,6 +53,9 @@ type JobSpec struct {
 	Command []string
 	// Replay makes every trial a replay of a recorded one (troupe replay).
 	Replay *Replay
+	// Sequential runs the job in rounds until its conditions are decided
+	// (troupe run --until-decided); Attempts bounds the rounds.
+	Sequential *Sequential
 }
 
 // Job event types, besides the trials' own.
@@ -140,6 +144,9 @@ type JobResult struct {
 	Conditions map[string]*ConditionStats `json:"conditions"`
 	// Trials maps each trial folder to its outcome.
 	Trials map[string]outcome.Outcome `json:"trials"`
+	// Sequential is a sequential job's tests and decisions
+	// (sequential.go); nil for a fixed design.
+	Sequential *decide.JobRecord `json:"sequential,omitempty"`
 }
 
 // planned is one trial of the job.
@@ -236,20 +243,24 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 	// A trial whose result cannot be written (a full disk) stops the
 	// launching of more: gctx ends, ctx does not, so the running trials
 	// finish and clean up normally.
-	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
-	g.SetLimit(spec.Concurrency)
-	for _, p := range todo {
-		if ctx.Err() != nil || gctx.Err() != nil {
-			break
-		}
-		g.Go(func() error {
+	if spec.Sequential != nil {
+		err = j.runRounds(ctx, todo)
+	} else {
+		g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
+		g.SetLimit(spec.Concurrency)
+		for _, p := range todo {
 			if ctx.Err() != nil || gctx.Err() != nil {
-				return nil // never started: it stays pending for a rerun
+				break
 			}
-			return j.runTrial(ctx, p)
-		})
+			g.Go(func() error {
+				if ctx.Err() != nil || gctx.Err() != nil {
+					return nil // never started: it stays pending for a rerun
+				}
+				return j.runTrial(ctx, p)
+			})
+		}
+		err = g.Wait()
 	}
-	err = g.Wait()
 	if e, ok := env.Runtime.(jobEnder); ok {
 		if eerr := e.EndJob(ctx, env.JobID); eerr != nil {
 			log.Error("cleanup", "err", eerr.Error())
@@ -454,6 +465,11 @@ func (j *job) config() any {
 // planJob expands conditions × tasks × attempts, attempts outermost and
 // conditions innermost, so that an interrupted job has spread its trials
 // over every condition.
+// trialName is a trial's folder name: <task>__<condition>__<attempt>.
+func trialName(task, condition string, attempt int) string {
+	return fmt.Sprintf("%s__%s__%d", task, condition, attempt)
+}
+
 func planJob(spec JobSpec) ([]planned, error) {
 	if len(spec.Conditions) == 0 {
 		return nil, errors.New("no manifests")
@@ -502,7 +518,7 @@ func planJob(spec JobSpec) ([]planned, error) {
 	for attempt := 1; attempt <= spec.Attempts; attempt++ {
 		for _, t := range spec.Tasks {
 			for _, name := range slices.Sorted(maps.Keys(byName)) {
-				trial := fmt.Sprintf("%s__%s__%d", t.Name, name, attempt)
+				trial := trialName(t.Name, name, attempt)
 				if len(trial)+len("-")+8 > maxChannelID {
 					return nil, fmt.Errorf("trial %s: the name is too long for a relay channel (%d characters with its 9-character suffix): shorten the task's folder name or the condition", trial, maxChannelID)
 				}

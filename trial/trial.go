@@ -548,7 +548,7 @@ func (r *run) provision() error {
 		specs = append(specs, llm.AgentSpec{ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind), Pubkey: ar.pk, Endpoint: ar.Endpoint, Budget: ar.Budget, Log: optional(ar.calls), Conversation: optional(ar.conversation)})
 	}
 	m := team.Manifest
-	gspec := llm.TrialSpec{ID: r.id, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD}
+	gspec := llm.TrialSpec{ID: r.id, Name: r.spec.Name, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD}
 	if rp := r.spec.Replay; rp != nil {
 		pubkeys := map[string]string{"user": r.userPK}
 		for _, ar := range r.agents {

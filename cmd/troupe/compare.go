@@ -26,16 +26,21 @@ func newCompareCmd(a *app) *cobra.Command {
 		Long: `Read the trial results under each DIR (job folders of troupe run, or folders of
 jobs) and compare the conditions, grouped by manifest hash.
 
-Per condition: trials, scored trials, passes, pass rate with a Wilson 95% interval,
+Per condition: trials, scored trials, passes, pass rate with its headline 95% interval
+(task-clustered, CR1, when a task has several scored attempts, which are not
+independent; else Wilson's), the Wilson and task-bootstrap intervals beside it,
 mean reward, pass@k (the unbiased estimator, for the k every task has attempts for),
 infrastructure failures (shown, never counted), cost per trial (mean and median), cost
 per solved task, total cost (every trial, unscored ones included), usage and cost by
 role, and wall time. A figure of the scored trials of a condition that has none is
 null in JSON and "-" in tables, never 0. Against the baseline (the
 first condition by name, or --baseline): on the (task, attempt) pairs both conditions
-scored, the difference in pass rate with a paired bootstrap 95% interval (fixed seed,
-stated) and an exact McNemar p-value; with fewer than 10 pairs it says there are too
-few to tell. The counting policy is printed with the results. A result.json that
+scored, the difference in pass rate with its headline 95% interval (task-clustered
+when a task has several pairs, else the paired bootstrap's; fixed seed, stated; for a
+sequential job of troupe run --until-decided, the anytime-valid interval of its test,
+since fixed-sample intervals are wrong after optional stopping) and an exact McNemar
+p-value; with fewer than 10 pairs it says there are too few to tell. Which interval
+leads, and why, is printed. The counting policy is printed with the results. A result.json that
 cannot be read is named in the report, and the rest is compared (exit 0).
 
 Formats: table (default, for a terminal), markdown, json, html (one self-contained
@@ -76,6 +81,11 @@ func runCompare(stdout, stderr io.Writer, dirs []string, opts compareOptions) (e
 		return err
 	}
 	c.Skipped = report.Skipped(loadErr)
+	seq, seqErr := report.LoadSequential(dirs...)
+	if seqErr != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", seqErr)
+	}
+	c.ApplySequential(seq)
 	w := stdout
 	if opts.out != "" {
 		f, err := os.Create(opts.out)

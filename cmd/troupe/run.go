@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/decide"
 	"github.com/troupebench/troupe/examples"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
@@ -59,6 +60,12 @@ type runOptions struct {
 	// dryRun checks everything a run would before its first container,
 	// and starts nothing.
 	dryRun bool
+	// untilDecided runs the job in rounds until each condition is decided
+	// against baseline (sequential.go).
+	untilDecided        bool
+	baseline            string
+	delta, alpha, power float64
+	maxAttempts         int
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -85,6 +92,14 @@ resumes: finished trials are kept, the rest are run; a manifest or task that cha
 since is refused. Only unscored_infra trials (the harness failed, not the team) are
 retried, --retries times.
 
+--until-decided runs the job in rounds instead (round r is attempt r of every task, for
+the baseline and each condition not yet decided) and after each round tests each
+condition against --baseline with an anytime-valid test (docs/compare.md): once it
+says better, worse, or within ±--delta, the condition is not run again. The job's
+sequential.json (and result.json) records each decision, its round and interval, and
+what was saved against the fixed design; the same command resumes it without looking
+at a round twice; troupe compare shows its anytime-valid intervals.
+
 Ctrl+C stops launching, cancels the running trials, removes their containers and
 writes what finished; a second Ctrl+C removes the containers at once and exits.
 
@@ -95,7 +110,8 @@ team; the same command retries them), 1 when the job was interrupted or could no
 run, 2 for a usage error.`,
 		Example: `  troupe run examples/manifests/team.yaml --tasks examples/tasks/hello-world
   troupe run solo.yaml team.yaml --tasks ~/datasets/tb2 --attempts 5 --concurrency 8 --out jobs/tb2
-  troupe run team.yaml --tasks tasks/ --json | jq 'select(.type=="trial_finished")'`,
+  troupe run team.yaml --tasks tasks/ --json | jq 'select(.type=="trial_finished")'
+  troupe run solo.yaml team.yaml --tasks ~/datasets/tb2 --until-decided --delta 0.1 --max-attempts 10`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && !opts.oracle {
 				return errors.New(cmd.CommandPath() + " needs at least one manifest file, or --oracle")
@@ -120,6 +136,15 @@ run, 2 for a usage error.`,
 			if opts.registry, err = a.registry(cmd); err != nil {
 				return err
 			}
+			f := cmd.Flags()
+			if opts.untilDecided && f.Changed("attempts") {
+				return &usageError{command: cmd.CommandPath(), err: errors.New("--until-decided runs as many rounds (attempts) as it needs: bound them with --max-attempts, not --attempts")}
+			}
+			for _, name := range []string{"baseline", "delta", "alpha", "power", "max-attempts"} {
+				if f.Changed(name) && !opts.untilDecided {
+					return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--%s is a setting of --until-decided", name)}
+				}
+			}
 			if opts.record, err = trial.ParseRecordMode(opts.recordFlag); err != nil {
 				return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--record: %w", err)}
 			}
@@ -142,6 +167,12 @@ run, 2 for a usage error.`,
 	f.BoolVar(&opts.oracle, "oracle", false, "also run the condition \"oracle\": each task's own solution/solve.sh in place of a team (Harbor's oracle agent); with no manifest, only it")
 	networkFlag(cmd)
 	f.BoolVar(&opts.dryRun, "dry-run", false, "check everything the run would check before its first container (manifests, stacks and their digests, tasks, endpoints) and start nothing")
+	f.BoolVar(&opts.untilDecided, "until-decided", false, "run in rounds (every task once more per round) and stop scheduling a condition once an anytime-valid test against --baseline says better, worse or within ±--delta (docs/compare.md)")
+	f.StringVar(&opts.baseline, "baseline", "", "with --until-decided: the condition the others are tested against (default: the first manifest's)")
+	f.Float64Var(&opts.delta, "delta", 0, "with --until-decided: the difference in pass rate that matters, in (0, 1): within ±delta is equivalent, and the test is sized to detect it")
+	f.Float64Var(&opts.alpha, "alpha", 0.05, "with --until-decided: the chance of any wrong decision, over all rounds")
+	f.Float64Var(&opts.power, "power", 0.8, "with --until-decided: the power the fixed design it is measured against has at --delta; 1 − power is the level of its futility stop")
+	f.IntVar(&opts.maxAttempts, "max-attempts", 0, "with --until-decided: at most this many rounds (attempts per task); default twice the fixed design's")
 	f.StringVar(&opts.recordFlag, "record", string(trial.RecordFull), "what each trial keeps of its model calls: full (every call whole, request and answer, in agents/<id>/llm-conversation.jsonl.gz), meta (metering lines only), none")
 	artifactRootFlag(cmd)
 	return cmd
@@ -287,13 +318,20 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 		out = defaultJobDir(inputs, opts.tasks)
 	}
 
+	var seq *trial.Sequential
+	if opts.untilDecided {
+		if seq, opts.attempts, err = sequential(conds, len(tasks), opts); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stderr, "deciding against %s: at most %d rounds (the fixed design at power %.2f: %d)\n", seq.Baseline, opts.attempts, opts.power, seq.Params.FixedRounds)
+	}
 	if opts.dryRun {
 		return dryRun(ctx, a, cfg, conds, tasks, opts)
 	}
 	// tasks check --json prints its own report on standard output.
 	res, err := runJob(ctx, a, cfg, opts, trial.JobSpec{
 		Dir: out, Conditions: conds, Tasks: tasks, Attempts: opts.attempts, Concurrency: opts.concurrency,
-		Retries: opts.retries, Command: argv,
+		Retries: opts.retries, Command: argv, Sequential: seq,
 	}, opts.json && !opts.check)
 	if res == nil {
 		return err
@@ -303,11 +341,62 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 	}
 	if !opts.json {
 		printSummary(a.stdout, out, res)
+		if res.Sequential != nil {
+			printDecisions(a.stdout, res.Sequential)
+		}
 	}
 	if err != nil { // the job ran, and closing the relay or gateway failed
 		return err
 	}
 	return jobExit(ctx, a, res, opts.retries)
+}
+
+// sequential is the test of --until-decided and the rounds it may run:
+// sized from a pair's variance when both pass rates are 1/2 (the most it
+// can be without a pilot: a plan errs on the safe side), against the
+// fixed design that has --power at --delta.
+func sequential(conds []trial.Condition, tasks int, opts runOptions) (*trial.Sequential, int, error) {
+	if len(conds) < 2 {
+		return nil, 0, &usageError{command: "troupe run", err: errors.New("--until-decided compares manifests with a baseline: give two manifests or more")}
+	}
+	if !(opts.delta > 0 && opts.delta < 1) {
+		return nil, 0, &usageError{command: "troupe run", err: fmt.Errorf("--until-decided needs --delta, the difference in pass rate that matters, in (0, 1) (e.g. --delta 0.1); got %v", opts.delta)}
+	}
+	baseline := cmp.Or(opts.baseline, conds[0].Team.Manifest.Condition)
+	if !slices.ContainsFunc(conds, func(c trial.Condition) bool { return c.Team.Manifest.Condition == baseline }) {
+		return nil, 0, &usageError{command: "troupe run", err: fmt.Errorf("--baseline %q is none of the manifests' conditions", baseline)}
+	}
+	v, err := decide.VarianceFromRates(0.5, 0.5)
+	if err != nil {
+		return nil, 0, err
+	}
+	fixed, err := decide.PlanRounds(v, decide.Goal{Delta: opts.delta, Alpha: opts.alpha, Power: opts.power, Tasks: tasks, Scope: decide.ScopeTasks})
+	if err != nil {
+		return nil, 0, fmt.Errorf("--until-decided: the fixed design: %w", err)
+	}
+	rounds := cmp.Or(opts.maxAttempts, 2*fixed.Attempts)
+	p := decide.Params{Alpha: opts.alpha, Delta: opts.delta, MaxRounds: rounds, FixedRounds: fixed.Attempts, Futility: 1 - opts.power, PriorVariance: v.Total()}
+	if err := p.Validate(); err != nil {
+		return nil, 0, &usageError{command: "troupe run", err: fmt.Errorf("--until-decided: %w", err)}
+	}
+	return &trial.Sequential{Baseline: baseline, Params: p}, rounds, nil
+}
+
+// printDecisions says what a sequential job decided, when, and what it
+// saved against the fixed design.
+func printDecisions(w io.Writer, rec *decide.JobRecord) {
+	fmt.Fprintf(w, "decisions against %s (%s, α %.2f, ±%.2f; anytime-valid: %s):\n", rec.Baseline, rec.Method, rec.Params.Alpha, rec.Params.Delta, rec.Citation)
+	for _, name := range slices.Sorted(maps.Keys(rec.Conditions)) {
+		d := rec.Conditions[name].Decision
+		when := fmt.Sprintf("at round %d", d.Round)
+		if d.Verdict == decide.Undecided {
+			when = fmt.Sprintf("after %d of at most %d rounds", d.Rounds, rec.Params.MaxRounds)
+		}
+		fmt.Fprintf(w, "  %-20s %s %s; difference in (%+.2f, %+.2f)\n", name, strings.ReplaceAll(string(d.Verdict), "_", " "), when, d.Interval.Low, d.Interval.High)
+	}
+	if rec.FixedDesignTrials > 0 {
+		fmt.Fprintf(w, "  %d trials run; the fixed design (%d rounds at the planned power) runs %d\n", rec.TrialsRun, rec.Params.FixedRounds, rec.FixedDesignTrials)
+	}
 }
 
 // jobExit is the exit status of a job that ran: 1 when it was

@@ -80,7 +80,7 @@ func TestReap(t *testing.T) {
 		return Resource{Kind: kind, ID: id, Labels: map[string]string{LabelOwner: o.String()}}
 	}
 	f := &fakeCleaner{resources: []Resource{
-		res(KindNetwork, "dead-net", dead),
+		res("network", "dead-net", dead),
 		res(KindContainer, "dead-ctr", dead),
 		res(KindContainer, "mine", self),
 		res(KindContainer, "remote", remote),

@@ -1,9 +1,10 @@
-// Package runtime is where trial containers live. Runtime is the small
-// interface a trial needs from a container backend — resolve an image,
-// create, copy in, start, exec, copy out, remove, list by label — and
+// Package runtime is where trial containers live. Runtime is the
+// interface a trial, a job and troupe's commands need from a container
+// backend — open and close it, resolve an image, create, copy in, start,
+// exec, copy out, remove, list by label, check it for troupe doctor — and
 // runtime/docker implements it on the Docker Engine API (Kubernetes later,
-// behind the same interface). runtime/runtimetest is the conformance suite
-// every backend passes.
+// behind the same interface; commands pick one with --runtime).
+// runtime/runtimetest is the conformance suite every backend passes.
 //
 // Everything a backend creates carries troupe's labels, among them the
 // Owner: the host, boot, process id and process start time of the troupe
@@ -53,10 +54,29 @@ type Image struct {
 	User string
 }
 
-// Runtime is what a trial needs from a container backend.
+// Runtime is what a trial, a job and troupe's commands need from a
+// container backend. A backend is made with no I/O; Open connects it.
 type Runtime interface {
+	// Name is the backend's name, as --runtime gives it.
+	Name() string
+	// Open connects to the backend and checks that it answers; it is
+	// called once, before anything else but Name.
+	Open(ctx context.Context) error
+	// Close lets go of what the backend holds for this process (job
+	// networks, connections); the trials' resources are their own to
+	// remove.
+	Close(ctx context.Context) error
+	// Owner is the owner every resource this process creates is labelled
+	// with: Reap's self.
+	Owner() Owner
+	// EndJob lets go of what the backend holds for a job's trials (a job
+	// network), once they are done.
+	EndJob(ctx context.Context, job string) error
+	// Check runs the backend's own checks for troupe doctor, with image as
+	// the image to start a test container from.
+	Check(ctx context.Context, image string) []Check
 	// Image makes an image available and describes it: a local image, else
-	// a pull, else a build of a folder with a Dockerfile.
+	// a pull, else a build, when the spec says how and the backend builds.
 	Image(ctx context.Context, spec ImageSpec) (Image, error)
 	// Create creates a container, not started, with troupe's labels.
 	Create(ctx context.Context, spec ContainerSpec) (string, error)
@@ -91,11 +111,26 @@ type Runtime interface {
 type ImageSpec struct {
 	// Image is an image name (a task's docker_image); empty means build.
 	Image string
-	// BuildDir is a folder with a Dockerfile (a task's environment/); it is
-	// built when Image is empty or cannot be found or pulled.
-	BuildDir string
-	// Dockerfile is the Dockerfile's name in BuildDir; "" is Dockerfile.
+	// Build, when set, makes the image when Image is empty or cannot be
+	// found or pulled. A backend that cannot build says how to build it
+	// elsewhere and make it available.
+	Build *BuildSpec
+}
+
+// BuildSpec is an image to build: a task's environment.
+type BuildSpec struct {
+	// Context is the build context, a folder (a task's environment/).
+	Context string
+	// Dockerfile is the Dockerfile's name in Context; "" is Dockerfile.
 	Dockerfile string
+}
+
+// Check is one check of troupe doctor: what was checked, what was found,
+// and, when it failed, the error and how to fix it.
+type Check struct {
+	Name, Detail string
+	Err          error
+	Fix          string
 }
 
 // CommitSpec describes an image made of a container's filesystem: the
@@ -179,11 +214,10 @@ type Process interface {
 	Close() error
 }
 
-// Resource kinds.
-const (
-	KindContainer = "container"
-	KindNetwork   = "network"
-)
+// KindContainer is the kind of a trial's container (a pod, on a backend
+// that runs pods); a backend names its other kinds (networks, policies)
+// itself. Reap removes containers first.
+const KindContainer = "container"
 
 // Resource is something a backend created.
 type Resource struct {

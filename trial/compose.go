@@ -13,9 +13,9 @@ import (
 // docker_image or environment/Dockerfile.
 func imageSpec(t *task.Task) runtime.ImageSpec {
 	if c := t.Compose; c != nil && (c.Main.Image != "" || c.Main.BuildDir != "") {
-		return runtime.ImageSpec{Image: c.Main.Image, BuildDir: c.Main.BuildDir, Dockerfile: c.Main.Dockerfile}
+		return runtime.ImageSpec{Image: c.Main.Image, Build: build(c.Main.BuildDir, c.Main.Dockerfile)}
 	}
-	return runtime.ImageSpec{Image: t.Image, BuildDir: t.EnvDir}
+	return runtime.ImageSpec{Image: t.Image, Build: build(t.EnvDir, "")}
 }
 
 // containerEnv is every process's environment in the trial container: the
@@ -38,7 +38,7 @@ func (r *run) services(ctx context.Context) ([]runtime.ServiceSpec, []runtime.De
 	}
 	var out []runtime.ServiceSpec
 	for _, s := range c.Sidecars {
-		img, err := r.env.Runtime.Image(ctx, runtime.ImageSpec{Image: s.Image, BuildDir: s.BuildDir, Dockerfile: s.Dockerfile})
+		img, err := r.env.Runtime.Image(ctx, runtime.ImageSpec{Image: s.Image, Build: build(s.BuildDir, s.Dockerfile)})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -48,4 +48,12 @@ func (r *run) services(ctx context.Context) ([]runtime.ServiceSpec, []runtime.De
 		})
 	}
 	return out, c.Main.DependsOn, nil
+}
+
+// build is the image a folder builds, nil without one.
+func build(dir, dockerfile string) *runtime.BuildSpec {
+	if dir == "" {
+		return nil
+	}
+	return &runtime.BuildSpec{Context: dir, Dockerfile: dockerfile}
 }

@@ -261,10 +261,8 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 		}
 		err = g.Wait()
 	}
-	if e, ok := env.Runtime.(jobEnder); ok {
-		if eerr := e.EndJob(ctx, env.JobID); eerr != nil {
-			log.Error("cleanup", "err", eerr.Error())
-		}
+	if eerr := env.Runtime.EndJob(ctx, env.JobID); eerr != nil {
+		log.Error("cleanup", "err", eerr.Error())
 	}
 	now := time.Now()
 	j.mu.Lock()
@@ -293,12 +291,6 @@ func Preflight(env *Env, spec JobSpec) (int, error) {
 		return 0, err
 	}
 	return len(plan), nil
-}
-
-// jobEnder is a runtime that holds something for a whole job (the Docker
-// backend's job network), to be let go when the job's trials are done.
-type jobEnder interface {
-	EndJob(ctx context.Context, job string) error
 }
 
 type job struct {

@@ -55,13 +55,12 @@ func runTests(m *testing.M) int {
 	b := make([]byte, 4)
 	rand.Read(b)
 	runID = "test-" + hex.EncodeToString(b)
-	var err error
-	testRT, err = docker.New(ctx, runID, nil)
-	if err != nil {
+	testRT = docker.New(runID, nil)
+	if err := testRT.Open(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "these tests need a Docker engine: %v\n", err)
 		return 1
 	}
-	defer testRT.Close()
+	defer testRT.Close(ctx)
 	testRT.BinaryVolumePrefix = docker.DefaultBinaryVolumePrefix + runID + "-"
 	code := m.Run()
 	if _, err := testRT.RemoveBinaryVolumes(ctx, false); err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/runtime"
-	"github.com/troupebench/troupe/runtime/docker"
 )
 
 type cleanOptions struct {
@@ -37,21 +36,28 @@ and the images of stacks' install scripts (troupe-stack:<key>); docker image rm 
   troupe clean --all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runClean(cmd.Context(), a.stdout, opts)
+			rt, err := a.openRuntime(cmd.Context(), cmd, runtimeOptions{})
+			if err != nil {
+				return err
+			}
+			defer rt.Close(context.WithoutCancel(cmd.Context()))
+			return runClean(cmd.Context(), a.stdout, rt, opts)
 		},
 	}
+	runtimeFlag(cmd)
 	cmd.Flags().BoolVar(&opts.all, "all", false, "remove every troupe resource, live owners' included")
 	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "list what would be removed; remove nothing")
 	return cmd
 }
 
-func runClean(ctx context.Context, out io.Writer, opts cleanOptions) error {
-	d, err := docker.New(ctx, shortVersion(), nil)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	removed, err := runtime.Reap(ctx, d, d.Owner(), runtime.ReapOptions{All: opts.all, DryRun: opts.dryRun})
+// binaryCache is a backend that keeps troupe's binary between jobs
+// (runtime/docker's volumes), which only clean --all removes.
+type binaryCache interface {
+	RemoveBinaryVolumes(ctx context.Context, dryRun bool) ([]string, error)
+}
+
+func runClean(ctx context.Context, out io.Writer, rt runtime.Runtime, opts cleanOptions) error {
+	removed, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{All: opts.all, DryRun: opts.dryRun})
 	verb := "removed"
 	if opts.dryRun {
 		verb = "would remove"
@@ -61,9 +67,9 @@ func runClean(ctx context.Context, out io.Writer, opts cleanOptions) error {
 	}
 	// Binary volumes are a cache that live jobs share: only --all removes them.
 	var volumes []string
-	if opts.all {
+	if bc, ok := rt.(binaryCache); ok && opts.all {
 		var verr error
-		volumes, verr = d.RemoveBinaryVolumes(ctx, opts.dryRun)
+		volumes, verr = bc.RemoveBinaryVolumes(ctx, opts.dryRun)
 		for _, v := range volumes {
 			fmt.Fprintf(out, "%s volume %s (troupe's binary)\n", verb, v)
 		}

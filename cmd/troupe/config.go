@@ -127,6 +127,11 @@ func parseConfig(path string, data []byte) (*config, error) {
 				cfg.settings["network"] = s
 			}
 		}},
+		{Name: "runtime", Decode: func(n *yaml11.Node, p string) {
+			if s, ok := d.String(n, p); ok {
+				cfg.settings["runtime"] = s
+			}
+		}},
 		{Name: "stacks", Decode: func(n *yaml11.Node, p string) {
 			cfg.stacks = stack.Parse(&d, n, p, filepath.Dir(path), path)
 		}},

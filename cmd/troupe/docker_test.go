@@ -213,11 +213,11 @@ func TestRunInterruptAndResume(t *testing.T) {
 	if !ok || exitErr.ExitCode() != exitFailed || !strings.Contains(stderr.String(), "run the same command to finish the job") {
 		t.Fatalf("interrupted run: %v\n%s", err, stderr.String())
 	}
-	rt, err := docker.New(t.Context(), "test", nil)
-	if err != nil {
+	rt := docker.New("test", nil)
+	if err := rt.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
+	defer rt.Close(context.Background())
 	t.Cleanup(func() {
 		if b, err := runtime.LoadBinary(bin); err == nil {
 			if err := rt.RemoveBinaryVolume(context.Background(), b); err != nil {

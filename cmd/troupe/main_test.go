@@ -479,3 +479,37 @@ func TestRunRefusesARealKeyInTaskEnv(t *testing.T) {
 		t.Errorf("the refusal quotes the key, or refuses something else too: %s", errOut)
 	}
 }
+
+// TestRuntimeSelection: --runtime, TROUPE_RUNTIME and the config file's
+// runtime name the backend; a name troupe has no backend for is a usage
+// error naming those it has, before anything is opened.
+func TestRuntimeSelection(t *testing.T) {
+	dir := isolate(t)
+	for _, tc := range []struct {
+		args []string
+		env  string
+		conf string
+	}{
+		{args: []string{"clean", "--dry-run", "--runtime", "podman"}},
+		{args: []string{"doctor"}, env: "podman"},
+		{args: []string{"clean", "--dry-run"}, conf: "runtime: podman\n"},
+		{args: []string{"run", "x.yaml", "--tasks", "t", "--runtime", "podman"}},
+	} {
+		t.Setenv("TROUPE_RUNTIME", tc.env)
+		os.Remove(filepath.Join(dir, "troupe.yaml"))
+		if tc.conf != "" {
+			write(t, filepath.Join(dir, "troupe.yaml"), tc.conf)
+		}
+		code, out, errOut := troupe(t, tc.args...)
+		if tc.args[0] == "run" {
+			// run checks its inputs first: x.yaml is missing.
+			if code == exitOK || strings.Contains(out+errOut, "panic") {
+				t.Errorf("%v: exit %d\n%s%s", tc.args, code, out, errOut)
+			}
+			continue
+		}
+		if code != exitUsage || !strings.Contains(out+errOut, `"podman" is not a backend troupe has: docker`) {
+			t.Errorf("%v (TROUPE_RUNTIME=%q, config %q): exit %d\n%s%s", tc.args, tc.env, tc.conf, code, out, errOut)
+		}
+	}
+}

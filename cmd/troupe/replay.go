@@ -76,7 +76,7 @@ it (unscored_infra), 1 when it could not run or was interrupted, 2 for a usage e
 			if err != nil {
 				return err
 			}
-			return runReplay(cmd.Context(), a, cfg, root, args[0], policy, opts)
+			return runReplay(cmd.Context(), a, cmd, cfg, root, args[0], policy, opts)
 		},
 	}
 	f := cmd.Flags()
@@ -87,10 +87,11 @@ it (unscored_infra), 1 when it could not run or was interrupted, 2 for a usage e
 	f.BoolVar(&opts.json, "json", false, "print NDJSON events, then the replay's report as one JSON object, on standard output")
 	f.Float64Var(&opts.timeout, "timeout-multiplier", 1, "scale every phase's timeout")
 	artifactRootFlag(cmd)
+	runtimeFlag(cmd)
 	return cmd
 }
 
-func runReplay(ctx context.Context, a *app, cfg *config, artifactRoot, dir string, policy llm.DivergencePolicy, opts replayOptions) error {
+func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, artifactRoot, dir string, policy llm.DivergencePolicy, opts replayOptions) error {
 	rp, err := trial.LoadReplay(dir, policy)
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func runReplay(ctx context.Context, a *app, cfg *config, artifactRoot, dir strin
 		out = filepath.Join("jobs", "replay-"+rec.TrialName+"-"+time.Now().Format("20060102-150405"))
 	}
 	ropts := runOptions{multiplier: opts.timeout, readyTimeout: trial.DefaultLimits.Ready, record: trial.RecordFull}
-	res, err := runJob(ctx, a, cfg, ropts, trial.JobSpec{
+	res, err := runJob(ctx, a, cmd, cfg, ropts, trial.JobSpec{
 		Dir: out, Conditions: []trial.Condition{cond}, Tasks: []*task.Task{tk}, Attempts: 1, Concurrency: 1, Replay: rp,
 		Command: append([]string{"troupe", "replay", dir}, replayArgs(opts, policy)...),
 	}, opts.json)

@@ -29,7 +29,6 @@ import (
 	"github.com/troupebench/troupe/personas"
 	"github.com/troupebench/troupe/relay"
 	"github.com/troupebench/troupe/runtime"
-	"github.com/troupebench/troupe/runtime/docker"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
@@ -148,7 +147,7 @@ run, 2 for a usage error.`,
 			if opts.record, err = trial.ParseRecordMode(opts.recordFlag); err != nil {
 				return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--record: %w", err)}
 			}
-			return runRun(cmd.Context(), a, opts, root, cfg, os.Args)
+			return runRun(cmd.Context(), a, cmd, opts, root, cfg, os.Args)
 		},
 	}
 	f := cmd.Flags()
@@ -166,6 +165,7 @@ run, 2 for a usage error.`,
 	f.BoolVar(&opts.rebuild, "rebuild", false, "build each task environment again, the engine's layer cache off, even when an image built from the same folder and base images exists (once per job; its trials share the build)")
 	f.BoolVar(&opts.oracle, "oracle", false, "also run the condition \"oracle\": each task's own solution/solve.sh in place of a team (Harbor's oracle agent); with no manifest, only it")
 	networkFlag(cmd)
+	runtimeFlag(cmd)
 	f.BoolVar(&opts.dryRun, "dry-run", false, "check everything the run would check before its first container (manifests, stacks and their digests, tasks, endpoints) and start nothing")
 	f.BoolVar(&opts.untilDecided, "until-decided", false, "run in rounds (every task once more per round) and stop scheduling a condition once an anytime-valid test against --baseline says better, worse or within ±--delta (docs/compare.md)")
 	f.StringVar(&opts.baseline, "baseline", "", "with --until-decided: the condition the others are tested against (default: the first manifest's)")
@@ -271,7 +271,7 @@ func loadCondition(path, artifactRoot string, cfg *config) (trial.Condition, err
 	return trial.Condition{}, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err)
 }
 
-func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, cfg *config, argv []string) (err error) {
+func runRun(ctx context.Context, a *app, cmd *cobra.Command, opts runOptions, artifactRoot string, cfg *config, argv []string) (err error) {
 	// Everything that can be checked is checked before any container starts.
 	var conds []trial.Condition
 	var errs []error
@@ -329,7 +329,7 @@ func runRun(ctx context.Context, a *app, opts runOptions, artifactRoot string, c
 		return dryRun(ctx, a, cfg, conds, tasks, opts)
 	}
 	// tasks check --json prints its own report on standard output.
-	res, err := runJob(ctx, a, cfg, opts, trial.JobSpec{
+	res, err := runJob(ctx, a, cmd, cfg, opts, trial.JobSpec{
 		Dir: out, Conditions: conds, Tasks: tasks, Attempts: opts.attempts, Concurrency: opts.concurrency,
 		Retries: opts.retries, Command: argv, Sequential: seq,
 	}, opts.json && !opts.check)
@@ -418,13 +418,16 @@ func jobExit(ctx context.Context, a *app, res *trial.JobResult, retries int) err
 // gateway: what is left of earlier crashed runs is reaped first, and a
 // second interrupt removes the job's containers at once. asJSON prints
 // NDJSON events instead of the progress bar.
-func runJob(ctx context.Context, a *app, cfg *config, opts runOptions, spec trial.JobSpec, asJSON bool) (res *trial.JobResult, err error) {
-	rt, err := docker.New(ctx, shortVersion(), nil)
+func runJob(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, opts runOptions, spec trial.JobSpec, asJSON bool) (res *trial.JobResult, err error) {
+	rt, err := a.openRuntime(ctx, cmd, runtimeOptions{rebuild: opts.rebuild})
 	if err != nil {
-		return nil, fmt.Errorf("%w\n(troupe doctor checks what trials need)", err)
+		return nil, err
 	}
-	rt.Rebuild = opts.rebuild
-	defer rt.Close()
+	defer func() {
+		if cerr := rt.Close(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close the %s runtime: %w", rt.Name(), cerr))
+		}
+	}()
 	if reaped, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{}); err != nil {
 		fmt.Fprintf(a.stderr, "warning: removing what dead troupe processes left: %v\n", err)
 	} else if len(reaped) > 0 {
@@ -562,7 +565,7 @@ func selfBinary(ctx context.Context) (bin *runtime.Binary, built string, err err
 
 // forceOnSecondSignal watches for a second interrupt: it then removes the
 // job's containers and exits. The returned function stops the watcher.
-func forceOnSecondSignal(stderr io.Writer, rt *docker.Docker, jobID string) func() {
+func forceOnSecondSignal(stderr io.Writer, rt runtime.Runtime, jobID string) func() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	stop := make(chan struct{})

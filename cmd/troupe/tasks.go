@@ -158,7 +158,7 @@ check could not run), 2 for a usage error.`,
 				return err
 			}
 			opts.readyTimeout = trial.DefaultLimits.Ready
-			return runRun(cmd.Context(), a, opts, "", cfg, os.Args)
+			return runRun(cmd.Context(), a, cmd, opts, "", cfg, os.Args)
 		},
 	}
 	f := cmd.Flags()
@@ -170,6 +170,7 @@ check could not run), 2 for a usage error.`,
 	f.BoolVar(&opts.strict, "strict", false, "refuse tasks whose task.toml has keys Harbor does not define")
 	f.BoolVar(&opts.rebuild, "rebuild", false, "build each task environment again, the engine's layer cache off")
 	networkFlag(cmd)
+	runtimeFlag(cmd)
 	return cmd
 }
 

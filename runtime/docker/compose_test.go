@@ -62,7 +62,7 @@ func TestServices(t *testing.T) {
 			}
 			var kinds []string
 			for _, r := range rs {
-				if r.Kind == runtime.KindNetwork {
+				if r.Kind == KindNetwork {
 					info, err := d.cli.NetworkInspect(ctx, r.ID, network.InspectOptions{})
 					if err != nil {
 						t.Fatal(err)

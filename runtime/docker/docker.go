@@ -32,10 +32,15 @@ import (
 // it after the container.
 const labelNetwork = "troupe.network"
 
+// KindNetwork is the kind of a network troupe made (a job's, or a trial's
+// sidecars').
+const KindNetwork = "network"
+
 // RemoveTimeout bounds one removal.
 const RemoveTimeout = 30 * time.Second
 
-// Docker is the Docker backend. Create it with New; Close releases it.
+// Docker is the Docker backend. Create it with New, connect it with Open;
+// Close releases it.
 type Docker struct {
 	// BinaryVolumePrefix names the volumes holding troupe's binary: the
 	// prefix, then the binary's digest. Tests give theirs a prefix of their
@@ -64,35 +69,47 @@ type Docker struct {
 
 var _ runtime.Runtime = (*Docker)(nil)
 
-// New connects to the Docker Engine named by the environment (DOCKER_HOST,
-// or the local socket) and checks that it answers. version is troupe's, for
-// the troupe.version label.
-func New(ctx context.Context, version string, logger *slog.Logger) (*Docker, error) {
+// Name is "docker".
+func (d *Docker) Name() string { return "docker" }
+
+// New makes a backend for the Docker Engine named by the environment
+// (DOCKER_HOST, or the local socket); Open connects it. version is
+// troupe's, for the troupe.version label.
+func New(version string, logger *slog.Logger) *Docker {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	return &Docker{version: version, logger: logger, builds: map[string]*sync.Mutex{},
+		bins: binaryVolumes{locks: map[string]*sync.Mutex{}}, BinaryVolumePrefix: DefaultBinaryVolumePrefix}
+}
+
+// Open connects to the engine and checks that it answers.
+func (d *Docker) Open(ctx context.Context) error {
 	owner, err := runtime.Self()
 	if err != nil {
-		return nil, fmt.Errorf("docker: who owns what troupe creates: %w", err)
+		return fmt.Errorf("docker: who owns what troupe creates: %w", err)
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
+		return fmt.Errorf("docker: %w", err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := cli.Ping(pingCtx); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("docker: the engine at %s does not answer (%v); is the Docker daemon running and is DOCKER_HOST right? troupe doctor checks the setup", cli.DaemonHost(), err)
+		return fmt.Errorf("docker: the engine at %s does not answer (%v); is the Docker daemon running and is DOCKER_HOST right? troupe doctor checks the setup", cli.DaemonHost(), err)
 	}
-	return &Docker{cli: cli, owner: owner, version: version, logger: logger, builds: map[string]*sync.Mutex{},
-		bins: binaryVolumes{locks: map[string]*sync.Mutex{}}, BinaryVolumePrefix: DefaultBinaryVolumePrefix}, nil
+	d.cli, d.owner = cli, owner
+	return nil
 }
 
 // Close removes the job networks this process made and releases the
 // connection to the engine.
-func (d *Docker) Close() error {
-	err := d.endJobs(context.Background())
+func (d *Docker) Close(ctx context.Context) error {
+	if d.cli == nil {
+		return nil
+	}
+	err := d.endJobs(context.WithoutCancel(ctx))
 	return errors.Join(err, d.cli.Close())
 }
 
@@ -418,7 +435,7 @@ func (d *Docker) Remove(ctx context.Context, r runtime.Resource) error {
 			errs = append(errs, d.removeNetwork(ctx, netID))
 		}
 		return errors.Join(errs...)
-	case runtime.KindNetwork:
+	case KindNetwork:
 		return d.removeNetwork(ctx, r.ID)
 	}
 	return fmt.Errorf("docker: cannot remove a %s", r.Kind)
@@ -469,7 +486,7 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]runtime.
 		return nil, fmt.Errorf("docker: list networks: %w", err)
 	}
 	for _, n := range networks {
-		out = append(out, runtime.Resource{Kind: runtime.KindNetwork, ID: n.ID, Name: n.Name, Labels: n.Labels, Created: n.Created})
+		out = append(out, runtime.Resource{Kind: KindNetwork, ID: n.ID, Name: n.Name, Labels: n.Labels, Created: n.Created})
 	}
 	return out, nil
 }

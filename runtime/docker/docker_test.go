@@ -56,17 +56,18 @@ func run(m *testing.M) int {
 	b := make([]byte, 4)
 	rand.Read(b)
 	runID = "test-" + hex.EncodeToString(b)
-	d, err := New(ctx, runID, nil)
-	if err != nil {
+	d := New(runID, nil)
+	if err := d.Open(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "these tests need a Docker engine: %v\n", err)
 		return 1
 	}
 	d.BinaryVolumePrefix = testVolumePrefix()
-	defer d.Close()
+	defer d.Close(ctx)
 	if !d.exists(ctx, testImage) {
 		fmt.Fprintf(os.Stderr, "%s is missing: run bash .ci/seed-images (it builds it offline from Debian's busybox-static)\n", testImage)
 		return 1
 	}
+	var err error
 	if testBinary, err = runtimetest.Binary(ctx, "../.."); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -112,12 +113,12 @@ func leftovers(ctx context.Context, d *Docker) []string {
 
 func newDocker(t testing.TB) *Docker {
 	t.Helper()
-	d, err := New(context.Background(), runID, nil)
-	if err != nil {
+	d := New(runID, nil)
+	if err := d.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	d.BinaryVolumePrefix = testVolumePrefix()
-	t.Cleanup(func() { d.Close() })
+	t.Cleanup(func() { d.Close(context.Background()) })
 	return d
 }
 
@@ -355,7 +356,10 @@ func TestImage(t *testing.T) {
 	var errs [3]error
 	var wg sync.WaitGroup
 	for i := range tags {
-		wg.Go(func() { imgs[i], errs[i] = d.Image(ctx, runtime.ImageSpec{BuildDir: dir}); tags[i] = imgs[i].Ref })
+		wg.Go(func() {
+			imgs[i], errs[i] = d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
+			tags[i] = imgs[i].Ref
+		})
 	}
 	wg.Wait()
 	t.Cleanup(func() { d.RemoveImage(context.Background(), tags[0]) })
@@ -365,7 +369,7 @@ func TestImage(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if img, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir}); err != nil || img.Ref != tags[0] || time.Since(start) > 2*time.Second {
+	if img, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}}); err != nil || img.Ref != tags[0] || time.Since(start) > 2*time.Second {
 		t.Errorf("an unchanged folder must not be built again: %s %v (%v)", img.Ref, err, time.Since(start))
 	}
 	if imgs[0].WorkDir != "/srv/task" {
@@ -379,7 +383,7 @@ func TestImage(t *testing.T) {
 	// A failing build quotes its step and output.
 	bad := t.TempDir()
 	os.WriteFile(filepath.Join(bad, "Dockerfile"), []byte("FROM busybox\nRUN echo "+marker+"-about-to-fail && exit 3\n"), 0o644)
-	_, err := d.Image(ctx, runtime.ImageSpec{BuildDir: bad})
+	_, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: bad}})
 	be, ok := errors.AsType[*BuildError](err)
 	if !ok || !regexp.MustCompile(`^Step 2/\d+ : RUN`).MatchString(be.Step) || !strings.Contains(be.Output, "about-to-fail") || !strings.Contains(err.Error(), "non-zero code: 3") {
 		t.Errorf("failed build: %v", err)
@@ -389,7 +393,7 @@ func TestImage(t *testing.T) {
 	if !errors.Is(err, ErrImageUnavailable) || !strings.Contains(err.Error(), "docker load") {
 		t.Errorf("missing image: %v", err)
 	}
-	if _, err := d.Image(ctx, runtime.ImageSpec{BuildDir: t.TempDir()}); !errors.Is(err, ErrImageUnavailable) {
+	if _, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: t.TempDir()}}); !errors.Is(err, ErrImageUnavailable) {
 		t.Errorf("a folder without Dockerfile: %v", err)
 	}
 }
@@ -407,7 +411,7 @@ func TestBridgeNetwork(t *testing.T) {
 	nets, _ := d.List(ctx, map[string]string{runtime.LabelJob: job})
 	var shared []runtime.Resource
 	for _, r := range nets {
-		if r.Kind == runtime.KindNetwork {
+		if r.Kind == KindNetwork {
 			shared = append(shared, r)
 		}
 	}
@@ -448,8 +452,8 @@ const reaperChildEnv = "TROUPE_TEST_REAPER_CHILD"
 // container and then waits to be killed.
 func reaperChild() {
 	ctx := context.Background()
-	d, err := New(ctx, os.Getenv(reaperChildEnv), nil)
-	if err != nil {
+	d := New(os.Getenv(reaperChildEnv), nil)
+	if err := d.Open(ctx); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}

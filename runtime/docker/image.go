@@ -100,14 +100,14 @@ func (d *Docker) resolve(ctx context.Context, spec runtime.ImageSpec) (string, i
 		if pullErr = d.pull(ctx, spec.Image); pullErr == nil {
 			return spec.Image, image.InspectResponse{}, nil
 		}
-		if spec.BuildDir == "" {
+		if spec.Build == nil {
 			return "", image.InspectResponse{}, fmt.Errorf("docker: image %s: %w: it is not on this engine and cannot be pulled (%v); with no registry reachable, load it (docker load -i image.tar) or build it, or give the task an environment/Dockerfile", spec.Image, ErrImageUnavailable, pullErr)
 		}
 	}
-	if spec.BuildDir == "" {
+	if spec.Build == nil {
 		return "", image.InspectResponse{}, fmt.Errorf("docker: %w: the task names no image and no environment to build", ErrImageUnavailable)
 	}
-	return d.build(ctx, spec.BuildDir, spec.Dockerfile)
+	return d.build(ctx, spec.Build.Context, spec.Build.Dockerfile)
 }
 
 func (d *Docker) exists(ctx context.Context, ref string) bool {

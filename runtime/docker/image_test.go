@@ -204,12 +204,12 @@ func TestImageBaseMoves(t *testing.T) {
 	moving := name + ":moving"
 	testBase(t, d, moving, "A")
 	dir := taskEnv(t, moving)
-	img1, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir})
+	img1, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	imageID(t, d, img1.Ref)
-	again, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir})
+	again, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
 	if n, _ := builds.count(); err != nil || again.Ref != img1.Ref || n != 1 {
 		t.Fatalf("unchanged inputs: %s %v after %d builds, want %s after 1", again.Ref, err, n, img1.Ref)
 	}
@@ -223,7 +223,7 @@ func TestImageBaseMoves(t *testing.T) {
 	if err := d.cli.ImageTag(ctx, name+":b", moving); err != nil {
 		t.Fatal(err)
 	}
-	img2, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir})
+	img2, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestImageRebuild(t *testing.T) {
 	name := testBaseName(t, d)
 	testBase(t, d, name+":1", "A")
 	dir := taskEnv(t, name+":1")
-	img, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir})
+	img, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestImageRebuild(t *testing.T) {
 	for i := range refs {
 		wg.Go(func() {
 			var img runtime.Image
-			img, errs[i] = re.Image(ctx, runtime.ImageSpec{BuildDir: dir})
+			img, errs[i] = re.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
 			refs[i] = img.Ref
 		})
 	}
@@ -278,7 +278,7 @@ func TestImageRebuild(t *testing.T) {
 	if _, err := d.cli.ImageInspect(ctx, before); !cerrdefs.IsNotFound(err) {
 		t.Errorf("the replaced image %s is still there: %v", before, err)
 	}
-	if again, err := re.Image(ctx, runtime.ImageSpec{BuildDir: dir}); err != nil || again.Ref != img.Ref {
+	if again, err := re.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}}); err != nil || again.Ref != img.Ref {
 		t.Errorf("a third resolution: %s %v", again.Ref, err)
 	}
 	if n, _ := builds.count(); n != 1 {
@@ -296,7 +296,7 @@ func TestImageUncached(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("ARG BASE\nFROM ${BASE:-"+testImage+"}\nRUN echo "+runID+" > /built\n"), 0o644)
 	var ids []string
 	for range 2 {
-		img, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir})
+		img, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +313,7 @@ func TestImageUncached(t *testing.T) {
 	// A base that is nowhere to be found: the build says so.
 	missing := t.TempDir()
 	os.WriteFile(filepath.Join(missing, "Dockerfile"), []byte("FROM troupe-test/does-not-exist:"+runID+"\n"), 0o644)
-	_, err := d.Image(ctx, runtime.ImageSpec{BuildDir: missing})
+	_, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: missing}})
 	if _, ok := errors.AsType[*BuildError](err); !ok {
 		t.Errorf("a missing base: %v", err)
 	}
@@ -326,13 +326,13 @@ func BenchmarkImageCached(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+testImage+"\nRUN echo "+runID+" > /built\n"), 0o644)
-	img, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir})
+	img, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { d.RemoveImage(context.Background(), img.Ref) })
 	for b.Loop() {
-		if _, err := d.Image(ctx, runtime.ImageSpec{BuildDir: dir}); err != nil {
+		if _, err := d.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}}); err != nil {
 			b.Fatal(err)
 		}
 	}

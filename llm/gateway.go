@@ -560,6 +560,10 @@ func (g *Gateway) route(r *http.Request) (*http.Response, error) {
 	if c.replayed != nil {
 		return g.replayResponse(r, c), nil
 	}
+	if c.countTokens && c.st.replay != nil && !c.st.live() {
+		// Not recorded, and a replay asks no upstream: the mock's estimate.
+		return g.mock.RoundTrip(r)
+	}
 	if c.st.endpoint.API == Mock {
 		return g.mock.RoundTrip(r)
 	}

@@ -515,6 +515,15 @@ func (g *Gateway) replayResponse(r *http.Request, c *call) *http.Response {
 		Header: h, Body: io.NopCloser(bytes.NewReader(answer)), ContentLength: length, Request: r}
 }
 
+// live says whether a replay's agent has its calls answered by its
+// endpoint now: it diverged, and the policy is live.
+func (st *agentState) live() bool {
+	t := st.trial
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return st.replay.diverged && t.replay.policy == DivergeLive
+}
+
 // countReplay adds a finished call to its agent's replay counts. The
 // caller holds the trial's mutex.
 func (st *agentState) countReplay(c *call, cost float64) {

@@ -143,6 +143,11 @@ func TestReplay(t *testing.T) {
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("answers %q, recorded %q", got, want)
 		}
+		// count_tokens is not recorded: a replay estimates it, asking no upstream.
+		count, err := newSession(f.g, tr).an.Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{Model: "m", Messages: messageParams.Messages})
+		if err != nil || count.InputTokens <= 0 {
+			t.Errorf("count_tokens: %v %+v", err, count)
+		}
 		rep := tr.ReplayReport()
 		if !rep.Reproduced() || len(rep.Agents) != 2 {
 			t.Fatalf("%+v", rep)

@@ -239,3 +239,41 @@ func TestViewerShowsRunningTrials(t *testing.T) {
 		t.Error("a running trial's DONE: is called ignored before the trial ends")
 	}
 }
+
+// TestViewerShowsAReplay: a replay's trial page says what it replayed, each
+// agent's calls, and each divergence with its diff.
+func TestViewerShowsAReplay(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(viewFixture)); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "job-hello", "hello-world__test-worker-done__1", "result.json")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := `"replay": {"source": "jobs/job-1/hello-world__test-worker-done__1", "recorded_outcome": "passed", "on_divergence": "stop",
+  "agents": [{"id": "lead-1", "calls_recorded": 4, "calls_replayed": 2, "calls_live": 0, "calls_refused": 0, "live_cost_usd": 0},
+             {"id": "worker-1", "calls_recorded": 3, "calls_replayed": 0, "calls_live": 0, "calls_refused": 1, "live_cost_usd": 0}],
+  "divergences": [{"agent": "worker-1", "call": 1, "time": "2026-12-01T14:00:00Z", "why": "the request differs from the recorded one", "diff": "--- recorded\n+++ replay\n+    Always say <please>.\n"}]},`
+	data = bytes.Replace(data, []byte("{"), []byte("{"+replay), 1)
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&Viewer{Dir: dir})
+	t.Cleanup(srv.Close)
+	code, page, _ := get(t, srv, "/trial?t="+url.QueryEscape("job-hello/hello-world__test-worker-done__1"))
+	if code != 200 {
+		t.Fatalf("trial page: %d %s", code, page)
+	}
+	for _, want := range []string{
+		"<dt>replay of</dt><dd>jobs/job-1/hello-world__test-worker-done__1 (recorded: passed; on divergence: stop)</dd>",
+		"<tr><td>lead-1</td><td>4</td><td>2</td><td>0</td><td>0</td>",
+		"worker-1, call 1: the request differs from the recorded one",
+		"Always say &lt;please&gt;.",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+}

@@ -85,6 +85,12 @@ type fullResult struct {
 	// Truncated maps each file troupe cut to its bound when writing it
 	// to the bytes it dropped.
 	Truncated map[string]int64 `json:"truncated"`
+	// Replay is set when the trial replayed a recorded one.
+	Replay *struct {
+		Source          string `json:"source"`
+		RecordedOutcome string `json:"recorded_outcome"`
+		llm.ReplayReport
+	} `json:"replay"`
 }
 
 // cutFiles lists the files troupe cut when writing them, for the facts.
@@ -172,7 +178,7 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 	render(w, "trial", map[string]any{
 		"Title": t.Name, "Running": live, "T": t, "Messages": msgs, "TranscriptNote": transcriptNote, "Agents": agents,
 		"Verifier": tf.shown("verifier/test-stdout.txt"), "VerifierErr": tf.shown("verifier/test-stderr.txt"),
-		"TrialLog": tf.shown("trial.log"), "Exception": exception, "CutFiles": full.cutFiles(),
+		"TrialLog": tf.shown("trial.log"), "Exception": exception, "CutFiles": full.cutFiles(), "Replay": full.Replay,
 		"Home": withBaseline("/", url.Values{}, baseline),
 	})
 }

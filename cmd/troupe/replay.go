@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -128,6 +129,10 @@ func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, art
 	out := opts.out
 	if out == "" {
 		out = filepath.Join("jobs", "replay-"+rec.TrialName+"-"+time.Now().Format("20060102-150405"))
+	}
+	// A job folder resumes what it holds: a replay would keep the last one.
+	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+		return fmt.Errorf("%s is not empty: a replay runs in a folder of its own (give another --out, or remove it)", out)
 	}
 	ropts := runOptions{multiplier: opts.timeout, readyTimeout: trial.DefaultLimits.Ready, record: trial.RecordFull}
 	res, err := runJob(ctx, a, cmd, cfg, ropts, trial.JobSpec{

@@ -75,6 +75,7 @@ func TestReplayCommand(t *testing.T) {
 	}{
 		{[]string{"replay", job}, exitFailed, "is not a trial's folder (a job's?): give a trial folder, " + recorded},
 		{[]string{"replay", dir}, exitFailed, "no result.json"},
+		{[]string{"replay", recorded, "--out", filepath.Join(dir, "replay-1")}, exitFailed, "is not empty: a replay runs in a folder of its own"},
 		{[]string{"replay", recorded, "--on-divergence", "retry"}, exitUsage, "give stop"},
 		{[]string{"replay"}, exitUsage, "accepts 1 arg"},
 	} {

@@ -65,6 +65,9 @@ type runOptions struct {
 	baseline            string
 	delta, alpha, power float64
 	maxAttempts         int
+	// pilot is a job whose paired results size the test's bets and the
+	// fixed design it is measured against.
+	pilot string
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -139,7 +142,7 @@ run, 2 for a usage error.`,
 			if opts.untilDecided && f.Changed("attempts") {
 				return &usageError{command: cmd.CommandPath(), err: errors.New("--until-decided runs as many rounds (attempts) as it needs: bound them with --max-attempts, not --attempts")}
 			}
-			for _, name := range []string{"baseline", "delta", "alpha", "power", "max-attempts"} {
+			for _, name := range []string{"baseline", "delta", "alpha", "power", "max-attempts", "pilot"} {
 				if f.Changed(name) && !opts.untilDecided {
 					return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--%s is a setting of --until-decided", name)}
 				}
@@ -172,6 +175,7 @@ run, 2 for a usage error.`,
 	f.Float64Var(&opts.delta, "delta", 0, "with --until-decided: the difference in pass rate that matters, in (0, 1): within ±delta is equivalent, and the test is sized to detect it")
 	f.Float64Var(&opts.alpha, "alpha", 0.05, "with --until-decided: the chance of any wrong decision, over all rounds")
 	f.Float64Var(&opts.power, "power", 0.8, "with --until-decided: the power the fixed design it is measured against has at --delta; 1 − power is the level of its futility stop")
+	f.StringVar(&opts.pilot, "pilot", "", "with --until-decided: a job folder whose paired results (the same baseline) size the test's first bets and the fixed design; default: the most a pair's variance can be")
 	f.IntVar(&opts.maxAttempts, "max-attempts", 0, "with --until-decided: at most this many rounds (attempts per task); default twice the fixed design's")
 	f.StringVar(&opts.recordFlag, "record", string(trial.RecordFull), "what each trial keeps of its model calls: full (every call whole, request and answer, in agents/<id>/llm-conversation.jsonl.gz), meta (metering lines only), none")
 	artifactRootFlag(cmd)
@@ -320,7 +324,7 @@ func runRun(ctx context.Context, a *app, cmd *cobra.Command, opts runOptions, ar
 
 	var seq *trial.Sequential
 	if opts.untilDecided {
-		if seq, opts.attempts, err = sequential(conds, len(tasks), opts); err != nil {
+		if seq, opts.attempts, err = sequential(a.stderr, conds, len(tasks), opts); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stderr, "deciding against %s: at most %d rounds (the fixed design at power %.2f: %d)\n", seq.Baseline, opts.attempts, opts.power, seq.Params.FixedRounds)
@@ -351,11 +355,12 @@ func runRun(ctx context.Context, a *app, cmd *cobra.Command, opts runOptions, ar
 	return jobExit(ctx, a, res, opts.retries)
 }
 
-// sequential is the test of --until-decided and the rounds it may run:
-// sized from a pair's variance when both pass rates are 1/2 (the most it
-// can be without a pilot: a plan errs on the safe side), against the
-// fixed design that has --power at --delta.
-func sequential(conds []trial.Condition, tasks int, opts runOptions) (*trial.Sequential, int, error) {
+// sequential is the test of --until-decided and the rounds it may run,
+// against the fixed design that has --power at --delta. A pair's variance
+// sizes both: the pilot's (the largest of its conditions', with the same
+// baseline), or else that of two rosters passing half the time
+// independently, the most it can be: a plan errs on the safe side.
+func sequential(stderr io.Writer, conds []trial.Condition, tasks int, opts runOptions) (*trial.Sequential, int, error) {
 	if len(conds) < 2 {
 		return nil, 0, &usageError{command: "troupe run", err: errors.New("--until-decided compares manifests with a baseline: give two manifests or more")}
 	}
@@ -370,6 +375,11 @@ func sequential(conds []trial.Condition, tasks int, opts runOptions) (*trial.Seq
 	if err != nil {
 		return nil, 0, err
 	}
+	if opts.pilot != "" {
+		if v, err = pilotVariance(stderr, opts.pilot, baseline); err != nil {
+			return nil, 0, fmt.Errorf("--pilot %s: %w", opts.pilot, err)
+		}
+	}
 	fixed, err := decide.PlanRounds(v, decide.Goal{Delta: opts.delta, Alpha: opts.alpha, Power: opts.power, Tasks: tasks, Scope: decide.ScopeTasks})
 	if err != nil {
 		return nil, 0, fmt.Errorf("--until-decided: the fixed design: %w", err)
@@ -380,6 +390,28 @@ func sequential(conds []trial.Condition, tasks int, opts runOptions) (*trial.Seq
 		return nil, 0, &usageError{command: "troupe run", err: fmt.Errorf("--until-decided: %w", err)}
 	}
 	return &trial.Sequential{Baseline: baseline, Params: p}, rounds, nil
+}
+
+// pilotVariance is the largest paired variance of a pilot job's
+// conditions against baseline, as troupe plan measures it.
+func pilotVariance(stderr io.Writer, dir, baseline string) (decide.Variance, error) {
+	inputs, base, _, _, err := pilotInputs(stderr, []string{dir}, baseline)
+	if err != nil {
+		return decide.Variance{}, err
+	}
+	var v decide.Variance
+	var errs []error
+	for _, in := range inputs {
+		if in.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", in.name, in.err))
+		} else if in.variance.Total() > v.Total() {
+			v = in.variance
+		}
+	}
+	if v.Total() <= 0 {
+		return v, fmt.Errorf("no condition of the pilot has a paired variance against %s: %w", base, errors.Join(errs...))
+	}
+	return v, nil
 }
 
 // printDecisions says what a sequential job decided, when, and what it

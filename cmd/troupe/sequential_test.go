@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/trial"
 )
 
 // choiceScenario is a solo agent that writes hello.txt right in a share
@@ -136,4 +140,36 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestSequentialFromAPilot: --pilot sizes the test's bets and its fixed
+// design from the pilot's paired variance, smaller than the most a pair's
+// variance can be, which is used without one.
+func TestSequentialFromAPilot(t *testing.T) {
+	pilot := writePilot(t, pilotScenario())
+	conds := []trial.Condition{
+		{Team: &manifest.Team{Manifest: &manifest.Manifest{Condition: "solo"}}},
+		{Team: &manifest.Team{Manifest: &manifest.Manifest{Condition: "team"}}},
+	}
+	opts := runOptions{delta: 0.15, alpha: 0.05, power: 0.8}
+	blind, _, err := sequential(io.Discard, conds, 24, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.pilot = pilot
+	sized, rounds, err := sequential(io.Discard, conds, 24, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sized.Params.PriorVariance >= blind.Params.PriorVariance || sized.Params.FixedRounds >= blind.Params.FixedRounds || rounds != 2*sized.Params.FixedRounds || sized.Baseline != "solo" {
+		t.Errorf("with the pilot %+v (%d rounds); without %+v", sized.Params, rounds, blind.Params)
+	}
+	opts.baseline = "team"
+	if _, _, err := sequential(io.Discard, conds, 24, opts); err != nil {
+		t.Errorf("the pilot against team: %v", err)
+	}
+	opts.baseline, opts.pilot = "", filepath.Join(t.TempDir(), "none")
+	if _, _, err := sequential(io.Discard, conds, 24, opts); err == nil || !strings.Contains(err.Error(), "--pilot") {
+		t.Errorf("a missing pilot: %v", err)
+	}
 }

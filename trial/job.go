@@ -454,14 +454,15 @@ func (j *job) config() any {
 	}
 }
 
-// planJob expands conditions × tasks × attempts, attempts outermost and
-// conditions innermost, so that an interrupted job has spread its trials
-// over every condition.
-// trialName is a trial's folder name: <task>__<condition>__<attempt>.
-func trialName(task, condition string, attempt int) string {
+// TrialName is a trial's folder name in its job, <task>__<condition>__<attempt>:
+// the one rule, for the job runner and the commands that find a trial.
+func TrialName(task, condition string, attempt int) string {
 	return fmt.Sprintf("%s__%s__%d", task, condition, attempt)
 }
 
+// planJob expands conditions × tasks × attempts, attempts outermost and
+// conditions innermost, so that an interrupted job has spread its trials
+// over every condition.
 func planJob(spec JobSpec) ([]planned, error) {
 	if len(spec.Conditions) == 0 {
 		return nil, errors.New("no manifests")
@@ -510,7 +511,7 @@ func planJob(spec JobSpec) ([]planned, error) {
 	for attempt := 1; attempt <= spec.Attempts; attempt++ {
 		for _, t := range spec.Tasks {
 			for _, name := range slices.Sorted(maps.Keys(byName)) {
-				trial := trialName(t.Name, name, attempt)
+				trial := TrialName(t.Name, name, attempt)
 				if len(trial)+len("-")+8 > maxChannelID {
 					return nil, fmt.Errorf("trial %s: the name is too long for a relay channel (%d characters with its 9-character suffix): shorten the task's folder name or the condition", trial, maxChannelID)
 				}

@@ -158,8 +158,8 @@ func (j *job) look(rec *decide.JobRecord, r int, need map[string]bool) error {
 func (j *job) roundPairs(condition string, r int) decide.Pairs {
 	var p decide.Pairs
 	for _, t := range j.spec.Tasks {
-		this := j.res.Trials[trialName(t.Name, condition, r)]
-		that := j.res.Trials[trialName(t.Name, j.spec.Sequential.Baseline, r)]
+		this := j.res.Trials[TrialName(t.Name, condition, r)]
+		that := j.res.Trials[TrialName(t.Name, j.spec.Sequential.Baseline, r)]
 		if this.Scored() && that.Scored() {
 			p.Add(this == outcome.Passed, that == outcome.Passed)
 		}

@@ -148,7 +148,7 @@ func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, art
 	if ctx.Err() != nil || unmeasured(res) > 0 {
 		return jobExit(ctx, a, res, 0)
 	}
-	trialDir := filepath.Join(out, tk.Name+"__"+cond.Team.Manifest.Condition+"__1")
+	trialDir := filepath.Join(out, trial.TrialName(tk.Name, cond.Team.Manifest.Condition, 1))
 	report, err := replayReport(dir, trialDir)
 	if err != nil {
 		return err

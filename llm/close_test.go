@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -219,5 +220,37 @@ func TestGatewayCloseEndsCallsPromptly(t *testing.T) {
 	case <-call.ended:
 	case <-time.After(time.Second):
 		t.Error("the agent's call is still open after Close")
+	}
+}
+
+// TestRequestCutMidSend: an agent swept while it sends its request leaves
+// a metering line that says so (RequestArrived false, nothing asked), and
+// a whole request's line does not.
+func TestRequestCutMidSend(t *testing.T) {
+	f := newFixture(t, AgentSpec{ID: "a-1", Endpoint: "oa"})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.g.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":\"x\",\"messages\":[", f.trial.Token("a-1").Reveal())
+	time.Sleep(50 * time.Millisecond)
+	conn.Close()
+	waitRecords(t, f, "a-1", 1)
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, f.g.URL()+"/v1/chat/completions", strings.NewReader(`{"model":"x","max_tokens":7,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+f.trial.Token("a-1").Reveal())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	waitRecords(t, f, "a-1", 2)
+	recs := f.records(t, "a-1")
+	if cut := recs[0]; cut.RequestArrived() || cut.ErrorClass != ClassDisconnect || cut.Asked != nil {
+		t.Errorf("the cut request's record %+v", cut)
+	}
+	if whole := recs[1]; !whole.RequestArrived() || whole.Asked == nil {
+		t.Errorf("the whole request's record %+v", whole)
 	}
 }

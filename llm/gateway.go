@@ -386,7 +386,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", g.MaxRequestBytes))
 		return
 	case err != nil:
-		c.errClass, c.errMsg = ClassDisconnect, "reading the request: "+err.Error()
+		c.errClass, c.errMsg = ClassDisconnect, errRequestCut+err.Error()
 		return
 	}
 	body, c.stream, c.asked, err = rewriteBody(api, body, ep.Model)

@@ -36,7 +36,9 @@ type DivergencePolicy string
 // The divergence policies.
 const (
 	// DivergeStop answers the call with an error and ends the trial, with
-	// no verdict: what follows would not be the recording's.
+	// no verdict: what follows would not be the recording's. Every
+	// agent's calls from then on are refused, so the report names the
+	// one divergence that ended it.
 	DivergeStop DivergencePolicy = "stop"
 	// DivergeLive sends the agent's calls to its endpoint, as a run would:
 	// the replay goes on, live, from there (and costs from there).
@@ -109,7 +111,8 @@ type ReplayAgent struct {
 	ID       string `json:"id"`
 	Recorded int    `json:"calls_recorded"`
 	// Replayed were answered from the recording, Live by the endpoint
-	// after a divergence, Refused with an error after one.
+	// after a divergence, Refused with an error after one (the agent's
+	// own, or the one that stopped the replay).
 	Replayed int `json:"calls_replayed"`
 	Live     int `json:"calls_live"`
 	Refused  int `json:"calls_refused"`
@@ -153,6 +156,12 @@ type replayState struct {
 	absent                         []ReplayAgent // recorded agents the roster lacks
 	// guarded by the trial's mutex
 	divergences []Divergence
+	// stoppedBy is the divergence that ended a DivergeStop replay: from
+	// it on, every agent's calls are refused, uncompared. What a call asks
+	// after the stop may follow from the stop's own error (the diverged
+	// agent tells its lead its model failed), so it is no divergence of
+	// its own, and the report shows the one that ended the replay.
+	stoppedBy *Divergence
 }
 
 // replayCursor is one agent's place in its recording.
@@ -248,9 +257,9 @@ func (g *Gateway) replayCall(w http.ResponseWriter, c *call, body []byte) bool {
 	rs, cur := t.replay, st.replay
 	t.mu.Lock()
 	cur.taken++
-	n, diverged := cur.taken, cur.diverged
+	n, diverged, stoppedBy := cur.taken, cur.diverged, rs.stoppedBy
 	t.mu.Unlock()
-	if !diverged {
+	if stoppedBy == nil && !diverged {
 		d := cur.match(rs, n, body)
 		if d == nil {
 			rec := cur.calls[n]
@@ -263,17 +272,29 @@ func (g *Gateway) replayCall(w http.ResponseWriter, c *call, body []byte) bool {
 		}
 		d.Agent, d.Call, d.Time = st.spec.ID, n, c.start.UTC()
 		t.mu.Lock()
-		cur.diverged = true
-		rs.divergences = append(rs.divergences, *d)
+		// Another agent's divergence may have stopped the replay while
+		// this call was compared or held: then this one is the stop's.
+		if stoppedBy = rs.stoppedBy; stoppedBy == nil {
+			cur.diverged = true
+			rs.divergences = append(rs.divergences, *d)
+			if rs.policy == DivergeStop {
+				rs.stoppedBy = d
+			}
+		}
 		t.mu.Unlock()
-		rs.diverged <- *d // one per agent: the buffer holds them all
-		g.Logger.Info("replay diverged", "trial", t.spec.ID, "agent", d.Agent, "call", n, "why", d.Why)
+		if stoppedBy == nil {
+			rs.diverged <- *d // one per agent: the buffer holds them all
+			g.Logger.Info("replay diverged", "trial", t.spec.ID, "agent", d.Agent, "call", n, "why", d.Why)
+		}
 	}
 	if rs.policy == DivergeLive {
 		c.live = true
 		return true
 	}
 	msg := fmt.Sprintf("troupe replay: call %d of agent %s is off its recording (the agent's first divergence is on the replay's report), and the replay answers such calls with this error (--on-divergence %s)", n, st.spec.ID, rs.policy)
+	if stoppedBy != nil && stoppedBy.Agent != st.spec.ID {
+		msg = fmt.Sprintf("troupe replay: the replay stopped at call %d of agent %s, which left its recording, and refuses every call from there (--on-divergence stop); call %d of agent %s was not compared", stoppedBy.Call, stoppedBy.Agent, n, st.spec.ID)
+	}
 	c.status, c.errClass, c.errMsg = http.StatusBadRequest, ClassReplayDiverged, msg
 	w.Header().Set("X-Should-Retry", "false")
 	writeError(w, c.api, http.StatusBadRequest, "invalid_request_error", msg)

@@ -177,6 +177,21 @@ func TestReplay(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("no divergence reported")
 		}
+		// The replay stopped there: b-1's first call, its recording's
+		// own, is refused uncompared, and no second divergence is told.
+		_, err = newSession(f.g, tr).an.Messages.New(t.Context(), messageParams)
+		if aerr, ok := errors.AsType[*anthropic.Error](err); !ok || aerr.StatusCode != 400 || !strings.Contains(aerr.RawJSON(), "the replay stopped at call 2 of agent a-1") {
+			t.Fatalf("b-1 after the stop: %v", err)
+		}
+		rep := tr.ReplayReport()
+		if len(rep.Divergences) != 1 || rep.Agents[1].ID != "b-1" || rep.Agents[1].Refused != 1 || rep.Agents[1].Replayed != 0 {
+			t.Errorf("%+v", rep)
+		}
+		select {
+		case d := <-tr.Diverged():
+			t.Errorf("a second divergence told: %+v", d)
+		default:
+		}
 	})
 
 	t.Run("mock-error past the recording", func(t *testing.T) {

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/troupebench/troupe/manifest"
@@ -105,6 +106,18 @@ type Record struct {
 	// Replayed: a replay answered the call from its recording, for
 	// nothing (replay.go).
 	Replayed bool `json:"replayed,omitempty"`
+}
+
+// errRequestCut opens the error of a call whose request did not arrive
+// whole: the agent hung up, or was swept, while it was sending it.
+const errRequestCut = "reading the request: "
+
+// RequestArrived says whether the gateway read the call's request whole.
+// An agent swept at a trial's end while it sends a request leaves a
+// metering line that cannot say what was asked (Asked nil) and no
+// conversation record: counts of what agents asked leave such lines out.
+func (r Record) RequestArrived() bool {
+	return r.ErrorClass != ClassDisconnect || !strings.HasPrefix(r.Error, errRequestCut)
 }
 
 // Totals adds up calls.

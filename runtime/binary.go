@@ -123,7 +123,9 @@ func isTroupeSource(dir string) bool {
 }
 
 // BuildBinary builds a static linux/amd64 troupe from the module at
-// moduleDir into out.
+// moduleDir into out. Its flags are its own: the caller's GOFLAGS are
+// cleared, since -race, -msan or -asan (a troupe run with GOFLAGS=-race)
+// need cgo and would fail it.
 func BuildBinary(ctx context.Context, moduleDir, out string) error {
 	if _, err := exec.LookPath("go"); err != nil {
 		return fmt.Errorf("build a static troupe: the go command is not installed: %w", err)
@@ -133,7 +135,7 @@ func BuildBinary(ctx context.Context, moduleDir, out string) error {
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/troupe")
 	cmd.Dir = moduleDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOFLAGS=")
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build a static troupe in %s: %w\n%s", moduleDir, err, output)
 	}

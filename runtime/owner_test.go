@@ -117,6 +117,9 @@ func TestLoadBinary(t *testing.T) {
 	if testing.Short() {
 		return
 	}
+	// The caller's GOFLAGS stay out of the static build: -race (a race
+	// build of troupe run by go run, with GOFLAGS=-race) needs cgo.
+	t.Setenv("GOFLAGS", "-race")
 	if err := BuildBinary(t.Context(), "..", dir+"/troupe"); err != nil {
 		t.Fatal(err)
 	}

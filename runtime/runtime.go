@@ -22,6 +22,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -72,6 +74,9 @@ type Runtime interface {
 	// EndJob lets go of what the backend holds for a job's trials (a job
 	// network), once they are done.
 	EndJob(ctx context.Context, job string) error
+	// Isolation says how a container without network is cut off on this
+	// backend, for result.json.
+	Isolation() Isolation
 	// Check runs the backend's own checks for troupe doctor, with image as
 	// the image to start a test container from.
 	Check(ctx context.Context, image string) []Check
@@ -123,6 +128,15 @@ type BuildSpec struct {
 	Context string
 	// Dockerfile is the Dockerfile's name in Context; "" is Dockerfile.
 	Dockerfile string
+}
+
+// Isolation is how a backend cuts a container off the network: what it
+// enforces itself, and what it only asks of the platform (which may or
+// may not enforce it).
+type Isolation struct {
+	Runtime   string `json:"runtime"`
+	Enforced  string `json:"enforced"`
+	Requested string `json:"requested,omitempty"`
 }
 
 // Check is one check of troupe doctor: what was checked, what was found,
@@ -253,6 +267,43 @@ func (e *ExecError) Error() string {
 }
 
 func (e *ExecError) Unwrap() error { return e.Err }
+
+// ClassifyExit turns a command's exit 126 or 127 into an *ExecError that
+// says whether it was not found or not executable, from the code and the
+// first of its output; any other code is the command's own: nil.
+func ClassifyExit(cmd []string, code int, output string) error {
+	if code != 126 && code != 127 {
+		return nil
+	}
+	output = strings.TrimSpace(output)
+	cause := ErrNotExecutable
+	if code == 127 || strings.Contains(output, "not found") || strings.Contains(output, "no such file") {
+		cause = ErrNotFound
+	}
+	return &ExecError{Code: code, Cmd: cmd, Output: output, Err: cause}
+}
+
+// OutputHead keeps the first 512 bytes written to it: a backend's copy of
+// an exec's output, to explain it when the exec could not run its command.
+type OutputHead struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (h *OutputHead) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if room := 512 - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (h *OutputHead) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return string(h.b)
+}
 
 // Exec failures by cause.
 var (

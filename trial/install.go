@@ -85,7 +85,7 @@ func (r *run) install(ctx context.Context) (ErrorKind, error) {
 	}
 	c, ok := r.env.Runtime.(imageCommitter)
 	if !ok {
-		return ErrInstall, fmt.Errorf("stack %s has an install script, but this runtime cannot keep what it installs as an image", stacks[0].Name)
+		return ErrInstall, fmt.Errorf("stack %s has an install script, but the %s runtime cannot keep what it installs as an image: run it with --runtime docker, or use an image with the stack installed (docs/stacks.md)", stacks[0].Name, r.env.Runtime.Name())
 	}
 	for _, st := range stacks {
 		rec := InstallRecord{Stack: st.Name, StackDigest: st.Digest(), TimeoutSec: r.installTimeout(st).Seconds()}

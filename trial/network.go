@@ -43,6 +43,9 @@ type NetworkRecord struct {
 	Policy   NetworkPolicy `json:"policy"`
 	Agents   PhaseNetwork  `json:"agents"`
 	Verifier PhaseNetwork  `json:"verifier"`
+	// Isolation is how the runtime cut off the phases without network:
+	// what it enforced, and what it only asked of the platform.
+	Isolation *runtime.Isolation `json:"isolation,omitempty"`
 	// Egress is what the allowlist proxy let through and refused; nil
 	// when no phase had an allowlist.
 	Egress *egress.Stats `json:"egress,omitempty"`
@@ -74,6 +77,10 @@ func (r *run) planNetwork() {
 		Policy:   policy,
 		Agents:   PhaseNetwork{Asked: t.AgentNetwork, Given: policy.given(t.AgentNetwork)},
 		Verifier: PhaseNetwork{Asked: t.VerifierNetwork, Given: policy.given(t.VerifierNetwork)},
+	}
+	if r.agentNet().Mode != task.Public || r.verifierNet().Mode != task.Public {
+		iso := r.env.Runtime.Isolation()
+		r.res.Network.Isolation = &iso
 	}
 }
 

@@ -3,6 +3,7 @@ package trial
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,7 +31,7 @@ func TestConversationsRecorded(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(agentDir, "llm-conversation.jsonl")); err == nil {
 			t.Errorf("%s: the uncompressed record is left", a.ID)
 		}
-		metering := countLines(t, filepath.Join(agentDir, "llm-calls.jsonl"))
+		metering := countAdmitted(t, filepath.Join(agentDir, "llm-calls.jsonl"))
 		recorded += len(calls)
 		if len(calls) != metering || int64(len(calls)) != a.Usage.Calls {
 			t.Errorf("%s: %d calls recorded, %d metering lines, %d calls used", a.ID, len(calls), metering, a.Usage.Calls)
@@ -56,7 +57,11 @@ func TestConversationsRecorded(t *testing.T) {
 	}
 }
 
-func countLines(t *testing.T, path string) int {
+// countAdmitted counts the metering lines of calls the gateway took in: a
+// request it refused, or whose body never arrived (an agent swept while
+// sending it, at the trial's end), is metered too but is no call used and
+// has no conversation record.
+func countAdmitted(t *testing.T, path string) int {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -65,7 +70,13 @@ func countLines(t *testing.T, path string) int {
 	defer f.Close()
 	n := 0
 	for sc := bufio.NewScanner(f); sc.Scan(); {
-		n++
+		var r llm.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if r.ErrorClass != llm.ClassBadRequest && r.RequestArrived() {
+			n++
+		}
 	}
 	return n
 }

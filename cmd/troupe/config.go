@@ -132,6 +132,9 @@ func parseConfig(path string, data []byte) (*config, error) {
 				cfg.settings["runtime"] = s
 			}
 		}},
+		{Name: "kubernetes", Decode: func(n *yaml11.Node, p string) {
+			d.Struct(n, p, kubernetesConfig(&d, cfg.settings, filepath.Dir(path)), nil)
+		}},
 		{Name: "stacks", Decode: func(n *yaml11.Node, p string) {
 			cfg.stacks = stack.Parse(&d, n, p, filepath.Dir(path), path)
 		}},

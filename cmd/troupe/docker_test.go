@@ -47,9 +47,12 @@ func TestDoctorWithoutAnEngine(t *testing.T) {
 	}
 }
 
-// TestInstalledBinaryRunsTrials builds troupe the way the README installs
-// it, with a C compiler at hand (cgo on: a dynamic binary no task image can
-// run), and runs a real trial with it from another folder, as a user would.
+// TestInstalledBinaryRunsTrials builds troupe as a user who skips the
+// README's CGO_ENABLED=0 would, with a C compiler at hand (cgo on: a
+// dynamic binary no task image can run), and runs a real trial with it
+// from another folder. The build adds -race, dynamic for the same reason
+// (cgo), so that it reuses the compiled packages of the tests' own -race
+// build instead of compiling client-go and the rest once more.
 func TestInstalledBinaryRunsTrials(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("no C compiler: go build makes a static troupe here, the case this test is about cannot happen")
@@ -57,7 +60,7 @@ func TestInstalledBinaryRunsTrials(t *testing.T) {
 	root, _ := filepath.Abs("../..")
 	dir := isolate(t)
 	bin := filepath.Join(t.TempDir(), "troupe")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/troupe")
+	build := exec.Command("go", "build", "-race", "-o", bin, "./cmd/troupe")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/runtime"
@@ -20,6 +21,8 @@ func newDoctorCmd(a *app) *cobra.Command {
 		Long: `Check the setup troupe run needs: the backend answers (the Docker engine, and which
 version), the base image is there, a container with no network starts, there is free disk, the troupe
 binary can be placed in containers, and no dead troupe process left resources behind.
+With --runtime kubernetes: the cluster answers, and an offline pod with troupe's binary
+image starts from the base image and runs an exec as a user that is not root.
 Each failed check says how to fix it. Exit status 1 when any check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,7 +58,11 @@ func runDoctor(ctx context.Context, out io.Writer, rt runtime.Runtime, openErr e
 	// The checks are named for what they check; the errors already say
 	// which backend they come from.
 	if openErr != nil {
-		report("engine", openErr, "start the Docker daemon (systemctl start docker, or dockerd &), or point DOCKER_HOST at one", "")
+		if strings.HasPrefix(openErr.Error(), "kubernetes:") {
+			report("cluster", openErr, "point --kubeconfig/--kube-context (or KUBECONFIG) at a running cluster; docs/runtime.md says what it needs", "")
+		} else {
+			report("engine", openErr, "start the Docker daemon (systemctl start docker, or dockerd &), or point DOCKER_HOST at one", "")
+		}
 		return failed
 	}
 	for _, c := range rt.Check(ctx, baseImage) {
@@ -77,9 +84,9 @@ func runDoctor(ctx context.Context, out io.Writer, rt runtime.Runtime, openErr e
 	stale, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{DryRun: true})
 	switch {
 	case err != nil:
-		report("leftovers", err, "check the engine", "")
+		report("leftovers", err, "check the "+rt.Name()+" backend", "")
 	case len(stale) > 0:
-		report("leftovers", fmt.Errorf("%d containers or networks of dead troupe processes", len(stale)), "troupe clean", "")
+		report("leftovers", fmt.Errorf("%d resources of dead troupe processes", len(stale)), "troupe clean --runtime "+rt.Name(), "")
 	default:
 		report("leftovers", nil, "", "no resources of dead troupe processes")
 	}

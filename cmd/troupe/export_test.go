@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/troupebench/troupe/atif/atiftest"
+	"github.com/troupebench/troupe/llm"
 )
 
 // TestExportATIF: a mock team trial exports to ATIF; every file validates
@@ -71,7 +72,19 @@ func TestExportATIF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls := strings.Count(string(log), "\n"); agentSteps != calls || calls == 0 || toolCalls == 0 {
+	// A call the sweep cut before its request arrived has a metering line
+	// but no conversation record, so no step.
+	calls := 0
+	for line := range strings.Lines(string(log)) {
+		var r llm.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("llm-calls.jsonl: %v", err)
+		}
+		if r.RequestArrived() {
+			calls++
+		}
+	}
+	if agentSteps != calls || calls == 0 || toolCalls == 0 {
 		t.Errorf("lead-1: %d agent steps (%d tool calls) for %d calls in llm-calls.jsonl", agentSteps, toolCalls, calls)
 	}
 

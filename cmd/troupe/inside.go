@@ -69,8 +69,8 @@ The host also calls it through the same stream, saving an exec each: "prepare"
 unpacks a tar of the agents' files at / and shares the working folder between the
 agents' uids; "sweep" does what troupe sweep does and answers its JSON report;
 "reset" empties folders for the verifier and unpacks its tests; "user" looks a user up
-in the container's /etc/passwd (troupe call runs the same calls in an exec, when the
-tunnel is gone).`,
+in the container's /etc/passwd; "pack" answers a tar of a file or folder, as Docker's
+archive API does (troupe call runs the same calls in an exec, when the tunnel is gone).`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -95,7 +95,7 @@ tunnel is gone).`,
 func newCallCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "call NAME [ARG]",
-		Short: "Run one of the tunnel's calls (prepare, sweep, reset) in an exec",
+		Short: "Run one of the tunnel's calls (prepare, sweep, reset, user, pack) in an exec",
 		Long: `Run one of the calls the host makes through the tunnel, with its input on standard
 input and its answer on standard output: the way the host reaches troupe's in-container
 code when the tunnel has ended (an agent running as root may have killed it).`,
@@ -160,6 +160,12 @@ var tunnelCalls = map[string]tunnel.Handler{
 			return err
 		}
 		return json.NewEncoder(out).Encode(u)
+	},
+	// pack: arg an absolute path; out: a tar stream of it as Docker's GET
+	// /containers/{id}/archive gives it (inside.Pack), for a backend that
+	// has no such API to copy files out with.
+	"pack": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+		return inside.Pack(out, arg)
 	},
 	// reset: arg a JSON list of {"dir", "uid", "gid", "mode"}; in: a tar to
 	// unpack at / afterwards. Each folder is emptied and given to its owner,

@@ -47,7 +47,8 @@ their members' pubkeys, and times and durations in the text, are not differences
 first call that asks something else is the agent's divergence: the report shows the
 agent, the call and a diff of the request against the recorded one (the recording's
 lines with -, the replay's with +). --on-divergence says what comes next:
-  stop        answer it with an error and end the trial there, with no verdict (default)
+  stop        answer it with an error and end the trial there, with no verdict; every
+              agent's later calls are refused uncompared (default)
   live        send the agent's calls to its endpoint from there, as a run would (costs)
   mock-error  answer the agent's calls with an error and let the trial go on
 

@@ -63,12 +63,14 @@ See docs/config.md.`,
 		newACPCmd(a),
 		newMCPCmd(),
 		newCleanCmd(a),
+		newImagesCmd(a),
 		newDoctorCmd(a),
 		newVersionCmd(a),
 		newInitCmd(),
 		newSweepCmd(a),
 		newTunnelCmd(),
 		newCallCmd(a),
+		newExecAsCmd(a), newLinkCmd(a), newCopySelfCmd(a),
 	)
 	wrapArgs(root)
 	return root

@@ -571,11 +571,32 @@ func defaultJobDir(manifests, tasks []string) string {
 	return filepath.Join("jobs", "job-"+hex.EncodeToString(h.Sum(nil))[:12])
 }
 
+// selfBin keeps selfBinary's answer: the binary (65 MB) is read and
+// hashed once per process, though a Kubernetes run asks for it twice.
+var selfBin struct {
+	sync.Mutex
+	bin   *runtime.Binary
+	built string
+}
+
 // selfBinary finds a static troupe binary for the containers: this one,
 // or one built from troupe's source (runtime.SelfBinary). The source is
 // looked for where this binary was built from (go build, go install and go
 // run record it, unless -trimpath), then above the current folder.
-func selfBinary(ctx context.Context) (bin *runtime.Binary, built string, err error) {
+func selfBinary(ctx context.Context) (*runtime.Binary, string, error) {
+	selfBin.Lock()
+	defer selfBin.Unlock()
+	if selfBin.bin != nil {
+		return selfBin.bin, selfBin.built, nil
+	}
+	bin, built, err := findSelfBinary(ctx)
+	if err == nil {
+		selfBin.bin, selfBin.built = bin, built
+	}
+	return bin, built, err
+}
+
+func findSelfBinary(ctx context.Context) (bin *runtime.Binary, built string, err error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()

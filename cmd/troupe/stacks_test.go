@@ -107,7 +107,7 @@ func TestRunRefusesAnUndefinedHarness(t *testing.T) {
 	// agent (examples/stacks/acp-hello), with its endpoint configured, the
 	// manifest passes pre-flight; nothing starts.
 	bin := filepath.Join(dir, "bin", "acp-hello")
-	build := exec.Command("go", "build", "-o", bin, "./examples/stacks/acp-hello")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./examples/stacks/acp-hello")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -4,7 +4,6 @@
 package docker
 
 import (
-	"archive/tar"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -12,10 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -111,6 +108,12 @@ func (d *Docker) Close(ctx context.Context) error {
 	}
 	err := d.endJobs(context.WithoutCancel(ctx))
 	return errors.Join(err, d.cli.Close())
+}
+
+// Isolation: a container without network has no interface but loopback
+// (network none, or disconnected from its network).
+func (d *Docker) Isolation() runtime.Isolation {
+	return runtime.Isolation{Runtime: d.Name(), Enforced: "no network interface but loopback (Docker network none, or disconnected)"}
 }
 
 // Client is the underlying Engine API client, for checks beyond a trial's
@@ -312,101 +315,19 @@ func (d *Docker) CopyIn(ctx context.Context, id string, files []runtime.File) er
 	return nil
 }
 
-// Limits of CopyOut: its own bounds when the caller gives none, and how
-// many entries it copies and lists at most.
-const (
-	maxCopyOutFile    = 256 << 20
-	maxCopyOutTotal   = 1 << 30
-	maxCopyOutEntries = 10_000
-	maxSkippedListed  = 100
-)
-
-// CopyOut copies src out of the container into dst under dstPath. Only
-// regular files and folders are written, inside dst only (os.Root refuses
-// anything that would leave it), and never over a file already there;
-// links, devices, oversized files and such collisions are skipped and
-// listed.
+// CopyOut copies src out of the container into dst under dstPath: the
+// engine's archive of src, extracted by runtime.ExtractTar.
 func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string, limit int64) (skipped []string, err error) {
-	if limit <= 0 {
-		limit = maxCopyOutTotal
-	}
-	var unlisted int
-	skip := func(why string) {
-		if len(skipped) < maxSkippedListed {
-			skipped = append(skipped, why)
-		} else {
-			unlisted++
-		}
-	}
-	defer func() {
-		if unlisted > 0 {
-			skipped = append(skipped, fmt.Sprintf("and %d more entries", unlisted))
-		}
-	}()
 	rc, _, err := d.cli.CopyFromContainer(ctx, id, src)
 	if err != nil {
 		return nil, fmt.Errorf("docker: copy %s out of %s: %w", src, short(id), err)
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
-	base := path.Base(path.Clean(src))
-	var total int64
-	for entries := 0; ; entries++ {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return skipped, nil
-		}
-		if err != nil {
-			return skipped, fmt.Errorf("docker: copy %s out of %s: %w", src, short(id), err)
-		}
-		// The archive's names start with src's base name; they go under dstPath.
-		rel := strings.TrimPrefix(path.Clean(h.Name), base)
-		rel = strings.TrimPrefix(rel, "/")
-		target := path.Join(dstPath, rel)
-		if !fs.ValidPath(target) {
-			skip(h.Name + " (its path leaves the destination)")
-			continue
-		}
-		if entries >= maxCopyOutEntries {
-			skip(fmt.Sprintf("%s (over %d entries)", h.Name, maxCopyOutEntries))
-			continue
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := dst.MkdirAll(target, 0o755); err != nil {
-				return skipped, fmt.Errorf("docker: copy out %s: %w", h.Name, err)
-			}
-		case tar.TypeReg:
-			if h.Size > maxCopyOutFile || total+h.Size > limit {
-				skip(fmt.Sprintf("%s (%d bytes; over the copy-out limit of %d bytes)", h.Name, h.Size, limit))
-				continue
-			}
-			total += h.Size
-			if dir := path.Dir(target); dir != "." {
-				if err := dst.MkdirAll(dir, 0o755); err != nil {
-					return skipped, fmt.Errorf("docker: copy out %s: %w", h.Name, err)
-				}
-			}
-			f, err := dst.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-			if errors.Is(err, fs.ErrExist) {
-				skip(h.Name + " (a file of that name is already there: it is kept)")
-				continue
-			}
-			if err != nil {
-				skip(fmt.Sprintf("%s (%v)", h.Name, err))
-				continue
-			}
-			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return skipped, fmt.Errorf("docker: copy out %s: %w", h.Name, err)
-			}
-		default:
-			skip(h.Name + " (not a regular file or folder)")
-		}
+	skipped, err = runtime.ExtractTar(rc, src, dst, dstPath, limit)
+	if err != nil {
+		return skipped, fmt.Errorf("docker: copy %s out of %s: %w", src, short(id), err)
 	}
+	return skipped, nil
 }
 
 // Remove removes a container (by force, with its anonymous volumes, then its

@@ -324,10 +324,14 @@ exit 0`)
 func TestInitStopsOnTerm(t *testing.T) {
 	d := newDocker(t)
 	id := trialContainer(t, d)
-	// A TERM in the first milliseconds, before init has installed its
-	// handler, ends a Go PID 1 with status 2; a trial never stops a container
-	// that early. Wait until init runs.
-	shell(t, d, id, "true")
+	// A TERM in the first milliseconds, before main has asked for it (Go
+	// runs every package's init first), ends a Go PID 1 with status 2; a
+	// trial never stops a container that early. Wait until init runs: it
+	// makes itself undumpable first, and then root without CAP_SYS_PTRACE
+	// may no longer read its environment.
+	if out, code := shell(t, d, id, `for i in $(seq 200); do cat /proc/1/environ >/dev/null 2>&1 || exit 0; sleep 0.05; done; exit 1`); code != 0 {
+		t.Fatalf("init did not start within 10 s: %s", out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wait, errs := d.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)

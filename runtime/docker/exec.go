@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +29,7 @@ type process struct {
 	stdin  io.WriteCloser
 	done   chan struct{}
 	wg     sync.WaitGroup
-	head   headBuffer
+	head   runtime.OutputHead
 
 	closeOnce sync.Once
 	detached  atomic.Bool // Close stopped following before the stream ended
@@ -88,7 +87,7 @@ func (p *process) finish(copyErr error) {
 			return
 		case !info.Running:
 			p.code = info.ExitCode
-			p.err = classifyExit(p.cmd, info.ExitCode, p.head.String())
+			p.err = runtime.ClassifyExit(p.cmd, info.ExitCode, p.head.String())
 			return
 		case p.detached.Load() || attempt == 50:
 			p.code, p.err = -1, errDetached
@@ -99,19 +98,6 @@ func (p *process) finish(copyErr error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// classifyExit turns 126 and 127 into errors that say what went wrong.
-func classifyExit(cmd []string, code int, output string) error {
-	if code != 126 && code != 127 {
-		return nil
-	}
-	output = strings.TrimSpace(output)
-	cause := runtime.ErrNotExecutable
-	if code == 127 || strings.Contains(output, "not found") || strings.Contains(output, "no such file") {
-		cause = runtime.ErrNotFound
-	}
-	return &runtime.ExecError{Code: code, Cmd: cmd, Output: output, Err: cause}
 }
 
 func (p *process) Stdin() io.WriteCloser { return p.stdin }
@@ -154,25 +140,4 @@ func (s *stdinWriter) Close() error {
 	var err error
 	s.once.Do(func() { err = s.att.CloseWrite() })
 	return err
-}
-
-// headBuffer keeps the first 512 bytes of output, to explain a failed exec.
-type headBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (h *headBuffer) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if room := 512 - h.b.Len(); room > 0 {
-		h.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
-func (h *headBuffer) String() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.b.String()
 }

@@ -107,7 +107,8 @@ func (d *Docker) resolve(ctx context.Context, spec runtime.ImageSpec) (string, i
 	if spec.Build == nil {
 		return "", image.InspectResponse{}, fmt.Errorf("docker: %w: the task names no image and no environment to build", ErrImageUnavailable)
 	}
-	return d.build(ctx, spec.Build.Context, spec.Build.Dockerfile)
+	ref, info, _, err := d.build(ctx, spec.Build.Context, spec.Build.Dockerfile)
+	return ref, info, err
 }
 
 func (d *Docker) exists(ctx context.Context, ref string) bool {
@@ -126,20 +127,20 @@ func (d *Docker) pull(ctx context.Context, ref string) error {
 
 // build builds an environment folder with the Dockerfile of that name in
 // it ("" is Dockerfile), or finds it built from the same inputs, and
-// returns its tag and inspection.
-func (d *Docker) build(ctx context.Context, dir, name string) (string, image.InspectResponse, error) {
+// returns its tag and inspection, and whether it built it now.
+func (d *Docker) build(ctx context.Context, dir, name string) (string, image.InspectResponse, bool, error) {
 	var none image.InspectResponse
 	name = cmp.Or(name, "Dockerfile")
 	if !filepath.IsLocal(name) {
-		return "", none, fmt.Errorf("docker: %w: the Dockerfile %s is not a file inside %s", ErrImageUnavailable, name, dir)
+		return "", none, false, fmt.Errorf("docker: %w: the Dockerfile %s is not a file inside %s", ErrImageUnavailable, name, dir)
 	}
 	dockerfile, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
-		return "", none, fmt.Errorf("docker: %w: %s has no %s", ErrImageUnavailable, dir, name)
+		return "", none, false, fmt.Errorf("docker: %w: %s has no %s", ErrImageUnavailable, dir, name)
 	}
 	digest, err := runtime.DirDigest(dir)
 	if err != nil {
-		return "", none, fmt.Errorf("docker: %w", err)
+		return "", none, false, fmt.Errorf("docker: %w", err)
 	}
 	if name != "Dockerfile" {
 		// One folder, two Dockerfiles: two images.
@@ -169,40 +170,49 @@ func (d *Docker) build(ctx context.Context, dir, name string) (string, image.Ins
 	d.buildMu.Unlock()
 	old, _ := d.cli.ImageInspect(ctx, tag)
 	if uncached == nil && !fresh && old.ID != "" {
-		return tag, old, nil
+		return tag, old, false, nil
 	}
 	d.logger.Info("docker: building environment", "dir", dir, "tag", tag, "bases", bases, "rebuild", fresh)
 	if d.onBuild != nil {
 		d.onBuild(tag, fresh)
 	}
-	pr, pw := io.Pipe()
-	var wg sync.WaitGroup
-	wg.Go(func() { pw.CloseWithError(tarDir(pw, dir)) })
-	resp, err := d.cli.ImageBuild(ctx, pr, build.ImageBuildOptions{
+	err = d.runBuild(ctx, dir, func(w io.Writer) error { return tarDir(w, dir) }, build.ImageBuildOptions{
 		Tags: []string{tag}, Labels: labels, Dockerfile: filepath.ToSlash(name),
 		// A rebuild runs every step again; the base is the local image the
 		// key was made from, not a newer one from a registry.
 		NoCache: fresh, PullParent: false,
-		Remove: true, ForceRemove: true, Version: build.BuilderV1,
 	})
+	if err != nil {
+		return "", none, false, err
+	}
+	built, err := d.cli.ImageInspect(ctx, tag)
+	if err != nil {
+		return "", none, false, fmt.Errorf("docker: inspect the image built from %s: %w", dir, err)
+	}
+	d.made(ctx, key, tag, old.ID, built.ID, fresh)
+	return tag, built, true, nil
+}
+
+// runBuild builds an image with the classic builder from the context that
+// write makes, and follows the build to its end; a failed build is a
+// *BuildError that names what (dir) was built. Intermediate containers are
+// removed, failed ones too.
+func (d *Docker) runBuild(ctx context.Context, dir string, write func(io.Writer) error, opts build.ImageBuildOptions) error {
+	opts.Remove, opts.ForceRemove, opts.Version = true, true, build.BuilderV1
+	pr, pw := io.Pipe()
+	var wg sync.WaitGroup
+	wg.Go(func() { pw.CloseWithError(write(pw)) })
+	resp, err := d.cli.ImageBuild(ctx, pr, opts)
 	if err != nil {
 		pr.CloseWithError(err)
 		wg.Wait()
-		return "", none, &BuildError{Dir: dir, Err: err}
+		return &BuildError{Dir: dir, Err: err}
 	}
 	berr := readBuild(dir, resp.Body)
 	resp.Body.Close()
 	pr.CloseWithError(errors.New("build ended"))
 	wg.Wait()
-	if berr != nil {
-		return "", none, berr
-	}
-	built, err := d.cli.ImageInspect(ctx, tag)
-	if err != nil {
-		return "", none, fmt.Errorf("docker: inspect the image built from %s: %w", dir, err)
-	}
-	d.made(ctx, key, tag, old.ID, built.ID, fresh)
-	return tag, built, nil
+	return berr
 }
 
 // made records a key built (or committed) anew under Rebuild, so later

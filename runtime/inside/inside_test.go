@@ -29,11 +29,12 @@ func TestSweepRefusesOutsideATrialContainer(t *testing.T) {
 }
 
 // buildEscaper builds testdata/escaper, a program that tries to outlive a
-// sweep.
+// sweep, with troupe's own static build's flags (runtime.BuildBinary), so
+// that the standard library compiled for one serves both.
 func buildEscaper(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "escaper")
-	cmd := exec.Command("go", "build", "-o", out, "./testdata/escaper")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/escaper")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the escaper: %v\n%s", err, b)

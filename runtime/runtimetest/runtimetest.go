@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +107,17 @@ func sh(t testing.TB, rt runtime.Runtime, id, script string) string {
 
 func lifecycle(t *testing.T, rt runtime.Runtime, cfg Config) {
 	ctx := context.Background()
+	// Files copied in before the start are there once it has started.
+	early := created(t, rt, cfg, runtime.ContainerSpec{})
+	if err := rt.CopyIn(ctx, early, []runtime.File{{Path: "/opt/early/f", Data: []byte("before start"), Mode: 0o640, UID: 7, GID: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, rt, early, "stat -c '%u %g %a' /opt/early/f; cat /opt/early/f"); got != "7 8 640\nbefore start" {
+		t.Errorf("a file copied in before the start: %q", got)
+	}
 	id := Started(t, rt, cfg, runtime.ContainerSpec{Labels: map[string]string{"troupe.test": "lifecycle"}})
 	found, err := rt.List(ctx, map[string]string{"troupe.test": "lifecycle"})
 	if err != nil {
@@ -202,13 +214,29 @@ func execs(t *testing.T, rt runtime.Runtime, cfg Config) {
 	if code, err := p.Wait(context.Background()); code != 0 || err != nil || echoed.String() != "through stdin" {
 		t.Errorf("stdin: %d %v %q", code, err, echoed.String())
 	}
+	// An environment, a user, a folder and standard input together.
+	echoed.b.Reset()
+	p, err = rt.Exec(context.Background(), id, runtime.ExecSpec{Cmd: []string{"sh", "-c", `echo "$A $B $(id -u) $(pwd)"; cat`},
+		Env: []string{"A=a value", "B=x=y"}, User: "1234", WorkDir: "/tmp", Stdin: true, Stdout: &echoed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	io.WriteString(p.Stdin(), "and input")
+	p.Stdin().Close()
+	if code, err := p.Wait(context.Background()); code != 0 || err != nil || echoed.String() != "a value x=y 1234 /tmp\nand input" {
+		t.Errorf("env, user, folder and stdin: %d %v %q", code, err, echoed.String())
+	}
 }
 
+// noNetwork: a container made without network has no interface up but
+// loopback and no route out, and root in it cannot bring one up (no
+// NET_ADMIN): whether the backend gives it no interface (Docker) or takes
+// its interfaces down where it cannot undo it (Kubernetes).
 func noNetwork(t *testing.T, rt runtime.Runtime, cfg Config) {
 	id := Started(t, rt, cfg, runtime.ContainerSpec{})
-	ifaces := sh(t, rt, id, "ls /sys/class/net")
-	if strings.TrimSpace(ifaces) != "lo" {
-		t.Errorf("a container without network has interfaces %q", ifaces)
+	if up, route := network(t, rt, id); up != "lo" || route {
+		t.Errorf("a container without network has interfaces up %q, default route %v", up, route)
 	}
 	// Not wget -T: Debian's static busybox crashes on it, which would pass
 	// for a refusal.
@@ -216,10 +244,37 @@ func noNetwork(t *testing.T, rt runtime.Runtime, cfg Config) {
 	if code == 0 || !strings.Contains(out, "Network is unreachable") {
 		t.Errorf("wget to the outside succeeded, or failed for another reason: exit %d %q", code, out)
 	}
+	sh(t, rt, id, "for i in /sys/class/net/*; do ip link set ${i##*/} up 2>&1; done; true")
+	if up, route := network(t, rt, id); up != "lo" || route {
+		t.Errorf("root in the container brought its network up: interfaces up %q, default route %v", up, route)
+	}
+}
+
+// network is what a container can reach: the interfaces that are up, and
+// whether it has a default route.
+func network(t testing.TB, rt runtime.Runtime, id string) (up string, defaultRoute bool) {
+	t.Helper()
+	out := sh(t, rt, id, `for i in /sys/class/net/*; do echo "${i##*/} $(cat $i/flags)"; done; echo routes; cat /proc/net/route`)
+	ifaces, routes, _ := strings.Cut(out, "routes\n")
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(ifaces), "\n") {
+		name, flags, _ := strings.Cut(line, " ")
+		if v, err := strconv.ParseUint(strings.TrimPrefix(flags, "0x"), 16, 32); err == nil && v&1 != 0 {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, line := range strings.Split(routes, "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 2 && f[1] == "00000000" {
+			defaultRoute = true
+		}
+	}
+	return strings.Join(names, " "), defaultRoute
 }
 
 // onlineOffline: a bridge container taken offline before it starts has
-// loopback only; put online it has an interface, and offline again none.
+// loopback only; put online it has an interface and a default route, and
+// offline again neither.
 func onlineOffline(t *testing.T, rt runtime.Runtime, cfg Config) {
 	ctx := context.Background()
 	id := created(t, rt, cfg, runtime.ContainerSpec{Network: runtime.NetworkBridge})
@@ -229,23 +284,22 @@ func onlineOffline(t *testing.T, rt runtime.Runtime, cfg Config) {
 	if err := rt.Start(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	ifaces := func() string { return strings.Join(strings.Fields(sh(t, rt, id, "ls /sys/class/net")), " ") }
-	if got := ifaces(); got != "lo" {
-		t.Errorf("offline before start: interfaces %q, want lo", got)
+	if up, route := network(t, rt, id); up != "lo" || route {
+		t.Errorf("offline before start: interfaces up %q, default route %v; want lo and none", up, route)
 	}
 	for range 2 { // twice: it is idempotent
 		if err := rt.SetOnline(ctx, id, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := ifaces(); !strings.Contains(got, "eth0") {
-		t.Errorf("online: interfaces %q, want eth0 too", got)
+	if up, route := network(t, rt, id); up == "lo" || !route {
+		t.Errorf("online: interfaces up %q, default route %v; want another and one", up, route)
 	}
 	if err := rt.SetOnline(ctx, id, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := ifaces(); got != "lo" {
-		t.Errorf("offline again: interfaces %q, want lo", got)
+	if up, route := network(t, rt, id); up != "lo" || route {
+		t.Errorf("offline again: interfaces up %q, default route %v; want lo and none", up, route)
 	}
 	none := Started(t, rt, cfg, runtime.ContainerSpec{})
 	if err := rt.SetOnline(ctx, none, true); err == nil || !strings.Contains(err.Error(), "without a network of its own") {

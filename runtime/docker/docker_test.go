@@ -321,6 +321,35 @@ exit 0`)
 	}
 }
 
+// TestSweepEndsForkChains: chains that ignore TERM and keep replacing
+// themselves with a successor are all gone after the sweep, and none is
+// reported as surviving KILL. A chain's process started between the
+// sweep's listing and its KILL gets the KILL too; the sweep must wait for
+// it as for the ones it listed.
+func TestSweepEndsForkChains(t *testing.T) {
+	d := newDocker(t)
+	id := trialContainer(t, d)
+	shell(t, d, id, `printf '%s\n' 'trap "" TERM HUP INT' 'sh /chain.sh &' > /chain.sh`)
+	for round := range 5 {
+		shell(t, d, id, `for i in 1 2 3 4 5 6 7 8; do sh /chain.sh >/dev/null 2>&1; done; exit 0`)
+		time.Sleep(100 * time.Millisecond)
+		out, code, err := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--grace", "200ms"}})
+		var rep inside.Report
+		if err != nil || code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("round %d: troupe sweep: %d %v %s", round, code, err, out)
+		}
+		if !slices.ContainsFunc(rep.Signalled, func(p inside.Proc) bool { return strings.Contains(p.Cmd, "chain.sh") }) {
+			t.Errorf("round %d: no chain was signalled: %+v", round, rep)
+		}
+		if len(rep.Survivors) != 0 {
+			t.Errorf("round %d: survivors reported: %+v", round, rep.Survivors)
+		}
+		if ps, _ := shell(t, d, id, "ps -o pid,stat,args | grep chain.sh | grep -v grep; exit 0"); ps != "" {
+			t.Errorf("round %d: chains left after the sweep:\n%s", round, ps)
+		}
+	}
+}
+
 func TestInitStopsOnTerm(t *testing.T) {
 	d := newDocker(t)
 	id := trialContainer(t, d)

@@ -114,7 +114,9 @@ const (
 // Sweep ends every process of the trial container but PID 1 (troupe init)
 // and the sweeping process itself: TERM to each, up to grace for them to
 // exit, then one KILL to every process of the container's PID namespace at
-// once, and a check that nothing is left.
+// once, and a wait for every process it reached to be gone. The wait lists
+// the container again: what it lists before the KILL misses a successor a
+// chain started since.
 //
 // The KILL is kill(-1, SIGKILL): the kernel delivers it to every process
 // of the namespace while holding the lock that fork needs, and a fork that
@@ -167,25 +169,40 @@ func Sweep(ctx context.Context, grace time.Duration) (Report, error) {
 			p.Kill = true
 			rep.Signalled = append(rep.Signalled, p)
 		}
-		if _, ok := fds[p.PID]; !ok {
-			if fd, err := unix.PidfdOpen(p.PID, 0); err == nil {
-				fds[p.PID] = fd
-			}
-		}
 	}
 	if err := unix.Kill(-1, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		return rep, fmt.Errorf("sweep: kill every process: %w", err)
 	}
-	killed := map[int]int{}
-	for _, p := range left {
-		if fd, ok := fds[p.PID]; ok {
-			killed[p.PID] = fd
-		}
-	}
-	waitExit(ctx, killed, killTimeout)
-	rep.Survivors, err = live(self)
+	rep.Survivors, err = awaitKilled(ctx, self, killTimeout)
 	rep.bound()
 	return rep, err
+}
+
+// awaitKilled waits up to timeout for every process the KILL reached to be
+// gone, and lists those that are not. It lists the container again rather
+// than waiting on the list taken before the KILL: a process that a chain
+// started between that list and the KILL got the KILL too, but is not on
+// it, and may still be dying when the KILL returns. Each round opens its
+// own pidfds, so a PID reused since an earlier list is waited for as the
+// process it now is.
+func awaitKilled(ctx context.Context, self int, timeout time.Duration) ([]Proc, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		left, err := live(self)
+		if err != nil || len(left) == 0 || ctx.Err() != nil || time.Until(deadline) <= 0 {
+			return left, err
+		}
+		fds := make(map[int]int, len(left))
+		for _, p := range left {
+			if fd, err := unix.PidfdOpen(p.PID, 0); err == nil {
+				fds[p.PID] = fd
+			}
+		}
+		waitExit(ctx, fds, time.Until(deadline))
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
 }
 
 // bound keeps the report small however many processes there were.

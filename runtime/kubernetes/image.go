@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +87,7 @@ func (k *Kubernetes) probe(ctx context.Context, ref string) (runtime.Image, erro
 		k.images.m[ref] = pr
 		k.probes.Go(func() {
 			defer close(pr.done)
-			pctx, cancel := context.WithTimeout(k.life, cmp.Or(k.opts.PendingTimeout, DefaultPendingTimeout)+RemoveTimeout)
+			pctx, cancel := context.WithTimeout(k.life, k.probeBound()+RemoveTimeout)
 			defer cancel()
 			pr.img, pr.err = k.runProbe(pctx, ref)
 			if pr.err != nil && !errors.Is(pr.err, ErrImageUnavailable) {
@@ -103,6 +104,18 @@ func (k *Kubernetes) probe(ctx context.Context, ref string) (runtime.Image, erro
 	case <-ctx.Done():
 		return runtime.Image{}, fmt.Errorf("kubernetes: waiting for the probe of %s: %w", ref, ctx.Err())
 	}
+}
+
+// probeMinPending is the least time an image's probe pod may take to run
+// to its end. A --pending-timeout of seconds is meant for trial pods that
+// cannot be scheduled; the probe asks for no resources, and failing it
+// because a loaded node started it slowly would fail its trial as infra
+// for nothing.
+const probeMinPending = 30 * time.Second
+
+// probeBound bounds a probe pod's time Pending and running.
+func (k *Kubernetes) probeBound() time.Duration {
+	return max(cmp.Or(k.opts.PendingTimeout, DefaultPendingTimeout), probeMinPending)
 }
 
 // runProbe runs the probe pod to its end and reads what it printed.
@@ -135,7 +148,7 @@ func (k *Kubernetes) runProbe(ctx context.Context, ref string) (runtime.Image, e
 	if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return runtime.Image{}, fmt.Errorf("kubernetes: create a pod from %s: %w", ref, err)
 	}
-	bound := cmp.Or(k.opts.PendingTimeout, DefaultPendingTimeout)
+	bound := k.probeBound()
 	got, err := k.waitPod(ctx, name, bound, func(p *corev1.Pod) (bool, error) {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			return true, nil

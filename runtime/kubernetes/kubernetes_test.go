@@ -185,6 +185,23 @@ func TestLabelValues(t *testing.T) {
 	}
 }
 
+// TestProbeBound: an image's probe waits at least probeMinPending, however
+// short --pending-timeout is (a loaded node may take seconds to run it),
+// and the pending timeout when it is longer.
+func TestProbeBound(t *testing.T) {
+	for _, tt := range []struct{ pending, want time.Duration }{
+		{0, DefaultPendingTimeout},
+		{4 * time.Second, probeMinPending},
+		{probeMinPending, probeMinPending},
+		{10 * time.Minute, 10 * time.Minute},
+	} {
+		k := New(Options{PendingTimeout: tt.pending}, "test", nil)
+		if got := k.probeBound(); got != tt.want {
+			t.Errorf("pending timeout %v: the probe waits %v, want %v", tt.pending, got, tt.want)
+		}
+	}
+}
+
 func TestPodNames(t *testing.T) {
 	for _, trial := range []string{"", "hello-world__abc_1", "UPPER_and.dots", strings.Repeat("x", 200), "--"} {
 		name := podName(map[string]string{runtime.LabelTrial: trial})

@@ -166,7 +166,10 @@ kube_build() (
   done
   kube_log "building kube-apiserver, kubelet, kube-controller-manager, kube-scheduler (several minutes)"
   mkdir -p "$out"
-  go build -mod=mod -trimpath -ldflags "$ldflags" -o "$out/" \
+  # No DWARF: the link strips it anyway (-s -w), and not generating it
+  # saves the compiler about 4% of a build that is CPU-bound on a fresh
+  # machine.
+  go build -mod=mod -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "$out/" \
     ./cmd/kube-apiserver ./cmd/kubelet ./cmd/kube-controller-manager ./cmd/kube-scheduler || return 1
 
   # The sandbox ("pause") image: PID 1 of every pod. Blocks until SIGTERM or

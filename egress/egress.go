@@ -8,9 +8,10 @@
 // Hosts are matched by name, as the client gave them: "pypi.org" matches
 // that name only, "*.example.com" its subdomains (not example.com itself).
 // An IP address matches only when it is listed as such. The default dialer
-// refuses loopback, link-local and unspecified destinations whatever name
-// led there, so an allowed name cannot be pointed at the host's own
-// services or a cloud metadata endpoint.
+// refuses, after resolution, every address of the host itself and every
+// loopback, link-local, private, shared or reserved address whatever name
+// led there (Refusal), so an allowed name cannot be pointed at the host's
+// own services, a trial network's gateway or a cloud metadata endpoint.
 package egress
 
 import (
@@ -312,19 +313,82 @@ func removeHopHeaders(h http.Header) {
 	}
 }
 
-// errLocal refuses a destination on the host itself or a link-local one.
-var errLocal = errors.New("the destination is a loopback, link-local or unspecified address, which the egress proxy never reaches")
+// errLocal refuses a destination on the host itself, on a private or
+// otherwise non-public network.
+var errLocal = errors.New("the destination is an address of this host or a loopback, link-local, private, shared or reserved address, which the egress proxy never reaches")
+
+// nonPublic are the IPv4 and IPv6 ranges, beyond what netip classifies,
+// that are no host on the internet: shared address space (carrier NAT),
+// IETF protocol assignments, the documentation and benchmark networks,
+// reserved and broadcast, NAT64's well-known prefix aside.
+var nonPublic = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{"0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15",
+		"198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4", "2001:db8::/32", "100::/64", "2001::/23"} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
+
+// Refusal says why the proxy never connects to ip, or nil when it may: an
+// address of this host (own lists them), loopback, link-local, private
+// (RFC 1918, unique local), multicast, unspecified or another non-public
+// range. It is checked on the address actually dialled, after the name was
+// resolved, so no allowed name can be pointed at the host's own services,
+// a trial network's gateway or a cloud metadata endpoint.
+func Refusal(ip netip.Addr, own []netip.Addr) error {
+	ip = ip.Unmap()
+	if ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
+		ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || ip.IsPrivate() {
+		return fmt.Errorf("%s: %w", ip, errLocal)
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return fmt.Errorf("%s: %w", ip, errLocal)
+		}
+	}
+	if slices.Contains(own, ip) {
+		return fmt.Errorf("%s: %w", ip, errLocal)
+	}
+	return nil
+}
+
+// hostAddrs lists this host's own addresses, on every interface.
+func hostAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("egress: list this host's addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out, nil
+}
 
 func defaultDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: 30 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+	return guardedDial(nil)(ctx, network, addr)
+}
+
+// guardedDial dials through resolver (nil: the system's) and refuses, just
+// before each connect, the addresses Refusal names.
+func guardedDial(resolver *net.Resolver) DialFunc {
+	d := net.Dialer{Timeout: 30 * time.Second, Resolver: resolver, Control: func(_, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return err
 		}
-		if ip := ap.Addr().Unmap(); ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
-			return fmt.Errorf("%s: %w", address, errLocal)
+		// Read at each connect: a bridge made since (another trial's
+		// network) is an address of the host too.
+		own, err := hostAddrs()
+		if err != nil {
+			return err
 		}
-		return nil
+		return Refusal(ap.Addr(), own)
 	}}
-	return d.DialContext(ctx, network, addr)
+	return d.DialContext
 }

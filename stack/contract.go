@@ -162,12 +162,13 @@ const (
 	ValueGenerationExtra     = "generation_extra"
 )
 
-// identity are the values that say who an agent is, or let it act as
-// itself: no stack's fixed environment may set them.
-var identity = map[string]bool{ValueRelayURL: true, ValueChannel: true, ValueKeyFile: true, ValueKey: true, ValueTokenFile: true, ValueToken: true}
-
-// identityEnv are the contract's variables that carry identity.
-var identityEnv = map[string]bool{EnvRelayURL: true, EnvChannel: true, EnvPrivateKeyFile: true, EnvLLMTokenFile: true}
+// contractEnv says whether name is the contract's own variable: HOME or
+// any TROUPE_* name, those troupe sets today and those it may add. A
+// stack's env and fixed_env may set none of them: they carry who the agent
+// is, its home, the sha256-pinned persona's file, its model and budget.
+func contractEnv(name string) bool {
+	return name == "HOME" || strings.HasPrefix(strings.ToUpper(name), "TROUPE_")
+}
 
 // values are the contract's values by name, for a stack's env mapping;
 // key and token are the secrets' content.

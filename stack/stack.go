@@ -156,8 +156,11 @@ func (st *Stack) Check() error {
 	}
 	known := valueNamesSet()
 	for name, value := range st.Env {
-		if !envName(name) {
+		switch {
+		case !envName(name):
 			errs = append(errs, fmt.Errorf("env: %q is not a variable name", name))
+		case contractEnv(name):
+			errs = append(errs, fmt.Errorf("env: %s is the contract's own (HOME and every TROUPE_* variable): troupe sets it, a stack cannot; map the value to a variable of the agent's own instead", name))
 		}
 		if !known[value] {
 			errs = append(errs, fmt.Errorf("env: %s maps %q, which is not a contract value (%s)", name, value, valueNames()))
@@ -167,10 +170,10 @@ func (st *Stack) Check() error {
 		switch {
 		case !envName(name):
 			errs = append(errs, fmt.Errorf("fixed_env: %q is not a variable name", name))
-		case identityEnv[name] || name == "HOME":
-			errs = append(errs, fmt.Errorf("fixed_env: %s carries the agent's identity or home: troupe sets it, a stack cannot", name))
-		case identity[st.Env[name]]:
-			errs = append(errs, fmt.Errorf("fixed_env: %s is mapped from the agent's %s: a fixed value cannot replace who the agent is", name, st.Env[name]))
+		case contractEnv(name):
+			errs = append(errs, fmt.Errorf("fixed_env: %s is the contract's own (HOME and every TROUPE_* variable: identity, home, the pinned persona's file, the model, the budget): troupe sets it, a stack cannot", name))
+		case st.Env[name] != "":
+			errs = append(errs, fmt.Errorf("fixed_env: %s is also mapped from the agent's %s in env: one variable has one source", name, st.Env[name]))
 		}
 	}
 	seen := map[string]bool{}
@@ -345,11 +348,16 @@ func read(f File) (string, []runtime.File, error) {
 func (st *Stack) Launch(v Values, key, token string) ([]string, []string) {
 	env := v.Env()
 	vals := v.values(key, token)
+	// Check refuses a stack that names a contract variable; Launch never
+	// lets one through either, so what the agent reads as its persona,
+	// identity and home is troupe's whatever the stack says.
 	for name, value := range st.Env {
-		env[name] = vals[value]
+		if !contractEnv(name) {
+			env[name] = vals[value]
+		}
 	}
 	for name, value := range st.FixedEnv {
-		if !identityEnv[name] && name != "HOME" && !identity[st.Env[name]] {
+		if !contractEnv(name) && st.Env[name] == "" {
 			env[name] = value
 		}
 	}

@@ -54,6 +54,16 @@ func TestLaunch(t *testing.T) {
 	if !slices.Equal(cmd, []string{"/opt/s/run"}) || !slices.Equal(env, want) {
 		t.Errorf("cmd %v\nenv %v\nwant %v", cmd, env, want)
 	}
+	// A stack that was never checked still cannot set the contract's own
+	// variables: Launch keeps troupe's.
+	st.Env["HOME"] = ValueWorkdir
+	st.Env["TROUPE_MODEL"] = ValuePromptFile
+	st.FixedEnv["TROUPE_SYSTEM_PROMPT_FILE"] = "/opt/s/prompt.md"
+	st.FixedEnv["HOME"] = "/app"
+	st.FixedEnv["OPENAI_API_KEY"] = "sk-real"
+	if _, env := st.Launch(v, "k3y", "t0ken"); !slices.Equal(env, want) {
+		t.Errorf("an unchecked stack changed the contract:\nenv %v\nwant %v", env, want)
+	}
 }
 
 // TestCheck: what a stack may not do is refused, naming the variable or
@@ -71,10 +81,16 @@ func TestCheck(t *testing.T) {
 		change func(*Stack)
 		want   string
 	}{
-		{"identity variable", func(s *Stack) { s.FixedEnv = map[string]string{"TROUPE_PRIVATE_KEY_FILE": "/tmp/k"} }, "fixed_env: TROUPE_PRIVATE_KEY_FILE carries the agent's identity"},
-		{"relay", func(s *Stack) { s.FixedEnv = map[string]string{"TROUPE_RELAY_URL": "ws://elsewhere"} }, "TROUPE_RELAY_URL carries"},
-		{"home", func(s *Stack) { s.FixedEnv = map[string]string{"HOME": "/root"} }, "HOME carries"},
-		{"a mapped token", func(s *Stack) { s.FixedEnv = map[string]string{"OPENAI_API_KEY": "sk-real"} }, "fixed_env: OPENAI_API_KEY is mapped from the agent's token"},
+		{"identity variable", func(s *Stack) { s.FixedEnv = map[string]string{"TROUPE_PRIVATE_KEY_FILE": "/tmp/k"} }, "fixed_env: TROUPE_PRIVATE_KEY_FILE is the contract's own"},
+		{"relay", func(s *Stack) { s.FixedEnv = map[string]string{"TROUPE_RELAY_URL": "ws://elsewhere"} }, "TROUPE_RELAY_URL is the contract's own"},
+		{"home", func(s *Stack) { s.FixedEnv = map[string]string{"HOME": "/root"} }, "HOME is the contract's own"},
+		{"the pinned persona", func(s *Stack) { s.FixedEnv = map[string]string{"TROUPE_SYSTEM_PROMPT_FILE": "/opt/s/prompt.md"} }, "fixed_env: TROUPE_SYSTEM_PROMPT_FILE is the contract's own"},
+		{"the model", func(s *Stack) { s.FixedEnv = map[string]string{"TROUPE_MODEL": "gpt-5"} }, "TROUPE_MODEL is the contract's own"},
+		{"a variable troupe may add", func(s *Stack) { s.FixedEnv = map[string]string{"troupe_future": "x"} }, "troupe_future is the contract's own"},
+		{"home mapped to the shared folder", func(s *Stack) { s.Env["HOME"] = ValueWorkdir }, "env: HOME is the contract's own"},
+		{"the persona mapped", func(s *Stack) { s.Env["TROUPE_SYSTEM_PROMPT_FILE"] = ValueWorkdir }, "env: TROUPE_SYSTEM_PROMPT_FILE is the contract's own"},
+		{"a mapped token", func(s *Stack) { s.FixedEnv = map[string]string{"OPENAI_API_KEY": "sk-real"} }, "fixed_env: OPENAI_API_KEY is also mapped from the agent's token"},
+		{"a mapped value", func(s *Stack) { s.Env["MODEL"] = ValueModel; s.FixedEnv = map[string]string{"MODEL": "other"} }, "fixed_env: MODEL is also mapped"},
 		{"unknown value", func(s *Stack) { s.Env["X"] = "password" }, `env: X maps "password", which is not a contract value`},
 		{"no command", func(s *Stack) { s.Command = nil }, "command is empty"},
 		{"relative to", func(s *Stack) { s.Files[0].To = "opt/s/run" }, "must be an absolute, clean path"},
@@ -158,7 +174,7 @@ func TestParse(t *testing.T) {
 		{"stacks:\n  buzz-agent:\n    command: [x]\n", "cannot be redefined"},
 		{"stacks:\n  g:\n    comand: [x]\n", `did you mean "command"`},
 		{"stacks:\n  g:\n    command: [x]\n    files:\n      - {path: a, to: /a, sha256: x, mode: \"rwx\"}\n", `must be an octal mode`},
-		{"stacks:\n  g:\n    command: [x]\n    fixed_env: {TROUPE_CHANNEL: c}\n", "TROUPE_CHANNEL carries the agent's identity"},
+		{"stacks:\n  g:\n    command: [x]\n    fixed_env: {TROUPE_CHANNEL: c}\n", "TROUPE_CHANNEL is the contract's own"},
 	} {
 		d := yaml11.Decoder{File: "f.yaml"}
 		root, err := yaml11.Parse("f.yaml", []byte(c.doc))

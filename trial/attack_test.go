@@ -3,12 +3,16 @@ package trial
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -199,5 +203,81 @@ func TestAgentOutputIsBounded(t *testing.T) {
 	var rec map[string]any
 	if b, _ := os.ReadFile(filepath.Join(dir, "result.json")); json.Unmarshal(b, &rec) != nil || rec["truncated"] == nil {
 		t.Error("result.json does not say which files were cut")
+	}
+}
+
+// TestArtifactsCopiedWithTheAgentsRights: an isolated agent turns the task's
+// artifact paths into links to files only root can read (a link inside an
+// artifact folder, an artifact file that is a link, a folder on the
+// artifact's path that is a link). Nothing of them reaches the trial
+// folder: artifacts are copied with the agents' rights, through no link an
+// agent made.
+func TestArtifactsCopiedWithTheAgentsRights(t *testing.T) {
+	env := testEnv(t)
+	res, dir := runTrial(t, env, "testdata/manifests/attack-artifacts.yaml", "testdata/tasks/artifact-link")
+	if res.Outcome != outcome.Passed {
+		t.Fatalf("outcome %s (%s) %+v", res.Outcome, res.CompletionReason, res.ExceptionInfo)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "artifacts", "out", "result.txt")); err != nil || string(got) != "mine\n" {
+		t.Errorf("the agent's own artifact was not copied: %q %v", got, err)
+	}
+	if stderr, _ := os.ReadFile(filepath.Join(dir, "agents", "solo-1", "stderr.log")); bytes.Contains(stderr, []byte("ROOT-ONLY-SECRET")) {
+		t.Fatal("the agent could read the root-only file itself: the test proves nothing")
+	}
+	grepFolder(t, dir, []string{"ROOT-ONLY-SECRET-7f3a"})
+	var manifest []struct{ Source, Status, Error string }
+	data, err := os.ReadFile(filepath.Join(dir, "artifacts", "manifest.json"))
+	if err != nil || json.Unmarshal(data, &manifest) != nil || len(manifest) != 3 {
+		t.Fatalf("artifacts/manifest.json: %s %v", data, err)
+	}
+	if m := manifest[2]; m.Source != "/app/box/inner.txt" || m.Status != "failed" || !strings.Contains(m.Error, "symbolic link made by a user other than root") {
+		t.Errorf("the artifact through the agent's link: %+v, want failed naming the link", m)
+	}
+}
+
+// TestAgentsCannotReachTheHost: with the internet (the default for Harbor
+// tasks), an agent tries a service listening on all of the host's
+// addresses, through its network's gateway and every address of the host
+// (docker0's among them). None answers: the host fence refuses them.
+func TestAgentsCannotReachTheHost(t *testing.T) {
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		fmt.Fprint(w, "host service")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	targets := []string{fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			targets = append(targets, n.IP.String())
+		}
+	}
+	task := filepath.Join(t.TempDir(), "host-probe")
+	if err := os.CopyFS(task, os.DirFS("testdata/tasks/host-probe")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(task, "environment", "targets"), []byte(strings.Join(targets, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := testEnv(t)
+	res, dir := runTrial(t, env, "testdata/manifests/attack-host.yaml", task)
+	if res.Outcome != outcome.Passed {
+		t.Fatalf("outcome %s (%s) %+v", res.Outcome, res.CompletionReason, res.ExceptionInfo)
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, "agents", "solo-1", "stderr.log"))
+	if n := reached.Load(); n != 0 || bytes.Contains(out, []byte("REACHED")) {
+		t.Errorf("an agent reached the host's service %d times:\n%s", n, out)
+	}
+	if got := bytes.Count(out, []byte("refused ")); got < len(targets) {
+		t.Errorf("the agent tried %d addresses, want %d (gateway and host): the test proves nothing\n%s", got, len(targets), out)
 	}
 }

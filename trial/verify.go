@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 )
@@ -148,11 +150,19 @@ func (r *run) copyLogs(ctx context.Context) error {
 	defer root.Close()
 	budget := r.env.bounds().Logs
 	// copyOut copies src to dst within what is left of the budget and says
-	// whether anything was skipped.
-	copyOut := func(src, dst string) (bool, error) {
+	// whether anything was skipped. What the agents could write (their
+	// artifacts) is copied with their rights (copyOutAs), what the
+	// verifier wrote by the engine.
+	copyOut := func(src, dst string, asAgents bool) (bool, error) {
 		full := filepath.Join(r.spec.Dir, filepath.FromSlash(dst))
 		before := dirSize(full) // verifier/ holds troupe's capture of its output
-		skipped, err := r.env.Runtime.CopyOut(ctx, r.container, src, root, dst, budget)
+		var skipped []string
+		var err error
+		if asAgents {
+			skipped, err = r.copyOutAs(ctx, src, root, dst, budget)
+		} else {
+			skipped, err = r.env.Runtime.CopyOut(ctx, r.container, src, root, dst, budget)
+		}
 		if err != nil {
 			return false, fmt.Errorf("copy %s out: %w", src, err)
 		}
@@ -165,12 +175,12 @@ func (r *run) copyLogs(ctx context.Context) error {
 		return len(skipped) > 0, nil
 	}
 	for _, d := range []string{"verifier", "artifacts"} {
-		if _, err := copyOut(path.Join("/logs", d), d); err != nil {
+		if _, err := copyOut(path.Join("/logs", d), d, d == "artifacts"); err != nil {
 			return err
 		}
 	}
 	if arts := r.spec.Task.Artifacts; len(arts) > 0 {
-		r.collectArtifacts(root, arts, copyOut)
+		r.collectArtifacts(root, arts, func(src, dst string) (bool, error) { return copyOut(src, dst, true) })
 	}
 	for _, d := range []string{"verifier", "artifacts"} {
 		if err := scrubTree(filepath.Join(r.spec.Dir, d), r.secrets); err != nil {
@@ -327,4 +337,66 @@ func treeFiles(src, dst string) ([]runtime.File, error) {
 		return nil, fmt.Errorf("read %s: %w", src, err)
 	}
 	return files, nil
+}
+
+// copyOutAs copies src out of the container with the agents' rights: troupe
+// packs it inside (troupe call pack-as) with only what one of the agents
+// could have read itself, and through no link an agent made on the way, so
+// an artifact path an agent turned into a link to a root-only file copies
+// nothing of it. The tar streams into the trial folder as the engine's copy
+// does, within limit.
+func (r *run) copyOutAs(ctx context.Context, src string, root *os.Root, dst string, limit int64) ([]string, error) {
+	arg, err := json.Marshal(struct {
+		Src string        `json:"src"`
+		As  []inside.Cred `json:"as"`
+	}{src, r.agentCreds()})
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	var errOut bytes.Buffer
+	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
+		Cmd: []string{runtime.BinaryPath, "call", "pack-as", string(arg)}, User: "0:0", Stdout: pw, Stderr: &errOut,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	type extracted struct {
+		skipped []string
+		err     error
+	}
+	done := make(chan extracted, 1)
+	go func() {
+		skipped, err := runtime.ExtractTar(pr, src, root, dst, limit)
+		io.Copy(io.Discard, pr) // what a failed extraction left, so the exec ends
+		done <- extracted{skipped, err}
+	}()
+	code, werr := p.Wait(ctx)
+	pw.Close()
+	x := <-done
+	switch {
+	case code > 0:
+		return x.skipped, fmt.Errorf("troupe call pack-as: exit %d: %s", code, clip.Head(strings.TrimSpace(errOut.String()), 500))
+	case werr != nil:
+		return x.skipped, werr
+	}
+	return x.skipped, x.err
+}
+
+// agentCreds are the identities the trial's agents ran as; root's when
+// they ran as root or when none ran (the oracle's solution is the task's).
+func (r *run) agentCreds() []inside.Cred {
+	if r.spec.Oracle || len(r.agents) == 0 {
+		return []inside.Cred{{UID: 0}}
+	}
+	var creds []inside.Cred
+	seen := map[int]bool{}
+	for _, ar := range r.agents {
+		if !seen[ar.uid] {
+			seen[ar.uid] = true
+			creds = append(creds, inside.Cred{UID: ar.uid, GIDs: []int{ar.gid}})
+		}
+	}
+	return creds
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/runtime/fence"
 	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/runtime/tunnel"
 )
@@ -25,6 +26,23 @@ func newInitCmd() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return inside.Init(cmd.Context())
+		},
+	}
+}
+
+func newFenceCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "fence",
+		Short: "Install the nftables table that keeps trial networks from the host",
+		Long: `Install (or replace) the nftables table "inet troupe" in this network namespace: traffic
+from a trial bridge (an interface named trp…) to the host itself is refused but for DNS
+and replies to the host's own connections, and trial bridges' traffic to link-local
+addresses is not forwarded. The Docker backend runs it in a helper container in the
+host's network namespace with NET_ADMIN, before a trial first gets a network.`,
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return fence.Install(-1)
 		},
 	}
 }
@@ -166,6 +184,18 @@ var tunnelCalls = map[string]tunnel.Handler{
 	// has no such API to copy files out with.
 	"pack": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
 		return inside.Pack(out, arg)
+	},
+	// pack-as: arg {"src": PATH, "as": [{"uid": N, "gids": [N…]}…]}; out: a
+	// tar of what one of those identities could read there (inside.PackAs).
+	"pack-as": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+		var opts struct {
+			Src string        `json:"src"`
+			As  []inside.Cred `json:"as"`
+		}
+		if err := json.Unmarshal([]byte(arg), &opts); err != nil {
+			return fmt.Errorf("pack-as: %w", err)
+		}
+		return inside.PackAs(out, opts.Src, opts.As)
 	},
 	// reset: arg a JSON list of {"dir", "uid", "gid", "mode"}; in: a tar to
 	// unpack at / afterwards. Each folder is emptied and given to its owner,

@@ -43,7 +43,7 @@ type services struct {
 // remove.
 func (d *Docker) startServices(ctx context.Context, name string, labels map[string]string, spec runtime.ContainerSpec, ownNet string) (*services, error) {
 	s := &services{netName: name + "-svc", ids: map[string]string{}}
-	resp, err := d.cli.NetworkCreate(ctx, s.netName, network.CreateOptions{Driver: "bridge", Internal: true, Labels: labels})
+	resp, err := d.cli.NetworkCreate(ctx, s.netName, trialBridge(labels, true, nil))
 	if err != nil {
 		return s, fmt.Errorf("docker: create the services' network: %w", err)
 	}

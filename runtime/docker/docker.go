@@ -62,6 +62,7 @@ type Docker struct {
 	onBuild func(tag string, noCache bool)
 	bins    binaryVolumes
 	jobNets jobNetworks
+	fence   hostFence
 }
 
 var _ runtime.Runtime = (*Docker)(nil)
@@ -182,6 +183,12 @@ func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string
 			return "", err
 		}
 		host.Mounts = append(host.Mounts, m)
+	}
+	if spec.Network == runtime.NetworkBridge || len(spec.Services) > 0 {
+		// A bridge's gateway is an address of the host: fenced first.
+		if err := d.fenceHost(ctx, spec.Image, spec.Binary); err != nil {
+			return "", err
+		}
 	}
 	var netConfig *network.NetworkingConfig
 	switch spec.Network {

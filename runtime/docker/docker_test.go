@@ -127,7 +127,7 @@ func newDocker(t testing.TB) *Docker {
 func testVolumePrefix() string { return DefaultBinaryVolumePrefix + runID + "-" }
 
 var cfg = func() runtimetest.Config {
-	return runtimetest.Config{Image: testImage, Labels: map[string]string{runtime.LabelJob: runID}}
+	return runtimetest.Config{Image: testImage, Labels: map[string]string{runtime.LabelJob: runID}, Binary: testBinary}
 }
 
 func TestConformance(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/network"
 	"github.com/troupebench/troupe/runtime"
 )
 
@@ -39,11 +38,8 @@ func (d *Docker) jobNetwork(ctx context.Context, job string) (jobNetwork, error)
 	}
 	name := "troupe-net-" + strings.TrimPrefix(nameFor(map[string]string{runtime.LabelTrial: job}), "troupe-")
 	labels := d.labels(map[string]string{runtime.LabelJob: job})
-	resp, err := d.cli.NetworkCreate(ctx, name, network.CreateOptions{
-		Driver: "bridge", Labels: labels,
-		// Each trial reaches the internet, not another trial.
-		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-	})
+	// Each trial reaches the internet, not another trial.
+	resp, err := d.cli.NetworkCreate(ctx, name, trialBridge(labels, false, map[string]string{"com.docker.network.bridge.enable_icc": "false"}))
 	if err != nil {
 		return jobNetwork{}, fmt.Errorf("docker: create the job's network: %w", err)
 	}

@@ -26,6 +26,10 @@ type Config struct {
 	// Labels go on every container the suite creates (a job label lets the
 	// caller check afterwards that nothing was left behind).
 	Labels map[string]string
+	// Binary, when set, is given to every container the suite creates that
+	// does not name one (a backend needs it for a container with a network:
+	// troupe fence runs from it).
+	Binary *runtime.Binary
 }
 
 // Run runs the suite.
@@ -58,6 +62,9 @@ func created(t testing.TB, rt runtime.Runtime, cfg Config, spec runtime.Containe
 	}
 	if spec.Entrypoint == nil {
 		spec.Entrypoint = []string{"sleep", "3600"}
+	}
+	if spec.Binary == nil {
+		spec.Binary = cfg.Binary
 	}
 	labels := map[string]string{runtime.LabelTrial: strings.ReplaceAll(t.Name(), "/", "-")}
 	for k, v := range cfg.Labels {

@@ -156,6 +156,15 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 		}
 		byKey[key] = append(byKey[key], t)
 	}
+	untrusted := map[string]int{}
+	for _, t := range trials {
+		if t.VerdictUntrusted && !t.Redone {
+			untrusted[t.Condition]++
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(untrusted)) {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("condition %q has %d trials whose verdict is marked untrusted: their system files (a shell, an interpreter, /tests) changed before the verifier ran; result.json's system_changes names them (docs/run.md, step 9)", name, untrusted[name]))
+	}
 	// Two rosters under one name are told apart by their hash.
 	for _, name := range slices.Sorted(maps.Keys(hashesByName)) {
 		if keys := hashesByName[name]; len(keys) > 1 {

@@ -50,6 +50,9 @@ type Trial struct {
 		Kind  string     `json:"kind"`
 		Usage llm.Totals `json:"usage"`
 	} `json:"agents"`
+	// VerdictUntrusted marks a trial whose system files (shells,
+	// interpreters, /tests) had changed before its verifier ran.
+	VerdictUntrusted bool `json:"verdict_untrusted"`
 }
 
 // Wall is the trial's time from start to finish.

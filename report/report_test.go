@@ -298,3 +298,24 @@ func FuzzResult(f *testing.F) {
 		}
 	})
 }
+
+// TestUntrustedVerdictsAreWarned: trials whose system files changed before
+// the verifier are counted in a warning per condition; redone runs are not.
+func TestUntrustedVerdictsAreWarned(t *testing.T) {
+	var trials []*Trial
+	for i := range 4 {
+		tr := mk("c", "h", fmt.Sprint("task-", i), 1, outcome.Passed, 1)
+		tr.VerdictUntrusted = i < 2
+		trials = append(trials, tr, mk("b", "hb", fmt.Sprint("task-", i), 1, outcome.Passed, 1))
+	}
+	redone := mk("c", "h", "task-3", 1, outcome.Passed, 2)
+	redone.Redone, redone.VerdictUntrusted = true, true
+	c, err := Compare(append(trials, redone), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `condition "c" has 2 trials whose verdict is marked untrusted`
+	if len(c.Warnings) != 1 || !strings.HasPrefix(c.Warnings[0], want) {
+		t.Errorf("warnings %q, want one starting %q", c.Warnings, want)
+	}
+}

@@ -360,3 +360,20 @@ const (
 	DependHealthy   = "service_healthy"
 	DependCompleted = "service_completed_successfully"
 )
+
+// Change is one path of a container's filesystem that differs from its
+// image: what a backend that can diff (Docker's) reports, so that a trial
+// can tell when its system files were changed before the verifier.
+type Change struct {
+	Path string `json:"path"`
+	// Kind is ChangeModified, ChangeAdded or ChangeDeleted. A folder whose
+	// content changed is reported as modified too.
+	Kind string `json:"kind"`
+}
+
+// The kinds of a Change.
+const (
+	ChangeModified = "modified"
+	ChangeAdded    = "added"
+	ChangeDeleted  = "deleted"
+)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/troupebench/troupe/internal/capfile"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/secret"
+	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -274,10 +276,50 @@ func TestAgentsCannotReachTheHost(t *testing.T) {
 		t.Fatalf("outcome %s (%s) %+v", res.Outcome, res.CompletionReason, res.ExceptionInfo)
 	}
 	out, _ := os.ReadFile(filepath.Join(dir, "agents", "solo-1", "stderr.log"))
-	if n := reached.Load(); n != 0 || bytes.Contains(out, []byte("REACHED")) {
+	if n := reached.Load(); n != 0 || regexp.MustCompile(`REACHED [0-9]`).Match(out) {
 		t.Errorf("an agent reached the host's service %d times:\n%s", n, out)
 	}
-	if got := bytes.Count(out, []byte("refused ")); got < len(targets) {
+	if got := len(regexp.MustCompile(`refused [0-9]`).FindAll(out, -1)); got < len(targets) {
 		t.Errorf("the agent tried %d addresses, want %d (gateway and host): the test proves nothing\n%s", got, len(targets), out)
+	}
+}
+
+// TestChangedSystemFilesMarkTheVerdict: an agent running as root replaces
+// /bin/sh with a wrapper that writes reward 1 after the verifier's script,
+// on a task whose verifier writes none. Whatever the verdict, the result
+// says it cannot be trusted and names the file.
+func TestChangedSystemFilesMarkTheVerdict(t *testing.T) {
+	env := testEnv(t)
+	res, dir := runTrial(t, env, "testdata/manifests/attack-shell.yaml", "testdata/tasks/no-reward")
+	if !res.SystemChecked || !res.VerdictUntrusted || !slices.Contains(res.SystemChanges, "modified /bin/sh") {
+		t.Fatalf("outcome %s, reward %v, checked %v, untrusted %v, changes %v: the changed shell is not on the record",
+			res.Outcome, res.Reward, res.SystemChecked, res.VerdictUntrusted, res.SystemChanges)
+	}
+	if log, _ := os.ReadFile(filepath.Join(dir, "trial.log")); !strings.Contains(string(log), "verdict is marked untrusted") {
+		t.Error("trial.log does not say the verdict is untrusted")
+	}
+}
+
+// TestSystemChanges: which differences from the image could change what
+// the verifier runs.
+func TestSystemChanges(t *testing.T) {
+	ch := func(kind, p string) runtime.Change { return runtime.Change{Kind: kind, Path: p} }
+	changes := []runtime.Change{
+		ch("modified", "/usr"), ch("modified", "/usr/bin"), ch("modified", "/usr/bin/python3"),
+		ch("modified", "/usr/local"), ch("modified", "/usr/local/bin"), ch("added", "/usr/local/bin/claude"), ch("added", "/usr/local/bin/sh"),
+		ch("modified", "/usr/lib"), ch("modified", "/usr/lib/libssl.so.3"),
+		ch("modified", "/etc"), ch("modified", "/etc/hosts"), ch("added", "/etc/ld.so.preload"),
+		ch("modified", "/app"), ch("added", "/app/answer.txt"), ch("modified", "/root"), ch("added", "/root/.cache"),
+		ch("added", "/opt/troupe/bin/troupe"), ch("deleted", "/bin/ls"), ch("added", "/tests"), ch("added", "/tests/x"),
+	}
+	shadows := []string{"/usr/local/bin/sh"}
+	want := []string{"added /etc/ld.so.preload", "added /tests", "added /tests/x", "added /usr/local/bin/sh", "deleted /bin/ls", "modified /usr/bin/python3"}
+	if got := systemChanges(changes, shadows, true); !slices.Equal(got, want) {
+		t.Errorf("strict (an install):\n got %v\nwant %v", got, want)
+	}
+	want = append(want, "modified /usr/lib/libssl.so.3")
+	slices.Sort(want)
+	if got := systemChanges(changes, shadows, false); !slices.Equal(got, want) {
+		t.Errorf("after the agents:\n got %v\nwant %v", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/troupebench/troupe/runtime"
@@ -219,6 +220,20 @@ func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *InstallRecor
 	rec.ExitCode = &code
 	if code != 0 {
 		return id, fmt.Errorf("the install script of stack %s exited %d; its last words: %s", st.Name, code, lastWords(out.Name(), 600))
+	}
+	// It ran as root, before agents that may not be: it must not change
+	// what the verifier runs (a wrapper for /bin/sh could write any reward).
+	changed, _, err := r.changedSystemFiles(ctx, id, true, func(ctx context.Context, name, arg string) ([]byte, error) {
+		return r.execCall(ctx, id, name, arg)
+	})
+	if err != nil {
+		return id, fmt.Errorf("install stack %s: check what it changed: %w", st.Name, err)
+	}
+	if len(changed) > 0 {
+		if len(changed) > 10 {
+			changed = append(changed[:10], fmt.Sprintf("and %d more", len(changed)-10))
+		}
+		return id, fmt.Errorf("the install script of stack %s changed what the verifier runs (%s): an install may add commands and libraries, not replace, remove or shadow the image's commands, preload a library or touch /tests (docs/stacks.md)", st.Name, strings.Join(changed, ", "))
 	}
 	return id, nil
 }

@@ -239,6 +239,14 @@ func TestInstallFails(t *testing.T) {
 		{"timeout", "#!/bin/sh\necho 'downloading the agent'\nsleep 60\n", time.Second,
 			[]string{"the install script of stack installed did not end within 1s", "downloading the agent"}},
 		{"not a program", "echo no interpreter line\n", 0, []string{"the install script of stack installed exited", "exec format error"}},
+		// What the verifier runs is not an install's to change: a wrapper
+		// for /bin/sh could write any reward after tests/test.sh.
+		{"replaces the shell", "#!/bin/sh\nmv /bin/sh /bin/sh.real\nprintf '#!/bin/sh.real\\n/bin/sh.real \"$@\"; echo 1 > /logs/verifier/reward.txt\\n' > /bin/sh\nchmod 755 /bin/sh\n", 0,
+			[]string{"the install script of stack installed changed what the verifier runs", "modified /bin/sh"}},
+		{"shadows a command", "#!/bin/sh\nmkdir -p /usr/local/bin\nprintf '#!/bin/sh\\necho forged\\n' > /usr/local/bin/cat\nchmod 755 /usr/local/bin/cat\n", 0,
+			[]string{"changed what the verifier runs", "added /usr/local/bin/cat"}},
+		{"plants a test", "#!/bin/sh\nmkdir -p /tests && echo 'echo 1 > /logs/verifier/reward.txt' > /tests/test.sh\n", 0,
+			[]string{"changed what the verifier runs", "added /tests/test.sh"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			script := filepath.Join(t.TempDir(), "install.sh")

@@ -146,6 +146,15 @@ type Result struct {
 	// RemovedBeforeVerifier lists what the agents left in /tests or
 	// /logs/verifier, removed before the verifier ran.
 	RemovedBeforeVerifier []string `json:"removed_before_verifier,omitempty"`
+	// SystemChecked says the container was compared with its image before
+	// the verifier (a runtime that can diff: Docker's).
+	SystemChecked bool `json:"system_checked,omitempty"`
+	// SystemChanges names the system files (shells, interpreters,
+	// libraries, /tests: outside the task's working folders) found changed
+	// before the verifier, as "kind path"; VerdictUntrusted is then set:
+	// the verdict may be the agents' doing (docs/run.md, step 9).
+	SystemChanges    []string `json:"system_changes,omitempty"`
+	VerdictUntrusted bool     `json:"verdict_untrusted,omitempty"`
 	// Truncated maps each file of the trial folder that was cut to its
 	// bound to the bytes it dropped (docs/run.md, "Bounds").
 	Truncated     map[string]int64 `json:"truncated,omitempty"`

@@ -977,7 +977,7 @@ func (r *run) allExited() bool {
 	return true
 }
 
-// finish runs steps 8 to 10: sweep, verify, collect, teardown; then fills
+// finish runs steps 8 to 11: sweep, check, verify, collect, teardown; then fills
 // in the result.
 func (r *run) finish(ctx context.Context, reason Reason) {
 	// Cleanup runs under its own context: a cancelled job still sweeps and
@@ -1098,8 +1098,18 @@ func (r *run) callInside(ctx context.Context, name, arg string, in []byte) ([]by
 			return r.tun.Call(ctx, name, arg, in)
 		}
 	}
+	return r.execCallIn(ctx, r.container, name, arg, in)
+}
+
+// execCall runs one of troupe's calls in container id, in an exec of its
+// own (an install's container has no tunnel).
+func (r *run) execCall(ctx context.Context, id, name, arg string) ([]byte, error) {
+	return r.execCallIn(ctx, id, name, arg, nil)
+}
+
+func (r *run) execCallIn(ctx context.Context, id, name, arg string, in []byte) ([]byte, error) {
 	var out, errOut bytes.Buffer
-	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
+	p, err := r.env.Runtime.Exec(ctx, id, runtime.ExecSpec{
 		Cmd: []string{runtime.BinaryPath, "call", name, arg}, User: "0:0", Stdin: true, Stdout: &out, Stderr: &errOut,
 	})
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
-// verify runs the task's tests/test.sh in the trial's container (step 9)
+// verify runs the task's tests/test.sh in the trial's container (step 10)
 // and reads the reward it wrote. ctx is the trial's; cctx the teardown's,
 // for closing the services before the verifier starts.
 func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
@@ -36,6 +36,9 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 		r.fail(kind, err)
 		return result
 	}
+	// Before troupe stages the tests: what differs from the image then is
+	// the agents' doing.
+	r.checkSystem(ctx)
 	files, err := treeFiles(r.spec.Task.TestsDir, testsDir)
 	if err != nil {
 		return broken(ErrVerifier, err, outcome.VerifierError)

@@ -185,6 +185,15 @@ var tunnelCalls = map[string]tunnel.Handler{
 	"pack": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
 		return inside.Pack(out, arg)
 	},
+	// shadows: arg a JSON list of files new in the container; out: a JSON
+	// list of those that shadow a command of the same name (inside.Shadows).
+	"shadows": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+		var added []string
+		if err := json.Unmarshal([]byte(arg), &added); err != nil {
+			return fmt.Errorf("shadows: %w", err)
+		}
+		return json.NewEncoder(out).Encode(inside.Shadows(added, inside.CommandDirs))
+	},
 	// pack-as: arg {"src": PATH, "as": [{"uid": N, "gids": [N…]}…]}; out: a
 	// tar of what one of those identities could read there (inside.PackAs).
 	"pack-as": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {

@@ -418,3 +418,24 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]runtime.
 	}
 	return out, nil
 }
+
+// Changes lists what differs in a container's filesystem from its image
+// (the engine's diff; mounts, troupe's binary among them, are not in it).
+func (d *Docker) Changes(ctx context.Context, id string) ([]runtime.Change, error) {
+	list, err := d.cli.ContainerDiff(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("docker: diff container %s against its image: %w", short(id), err)
+	}
+	out := make([]runtime.Change, 0, len(list))
+	for _, c := range list {
+		kind := runtime.ChangeModified
+		switch c.Kind {
+		case container.ChangeAdd:
+			kind = runtime.ChangeAdded
+		case container.ChangeDelete:
+			kind = runtime.ChangeDeleted
+		}
+		out = append(out, runtime.Change{Path: c.Path, Kind: kind})
+	}
+	return out, nil
+}

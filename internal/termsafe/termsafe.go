@@ -28,11 +28,12 @@ import (
 
 const hexDigits = "0123456789abcdef"
 
-// unsafe reports whether r must be escaped. r is a rune that decoded
-// (utf8.RuneError here is an invalid byte, handled by the caller).
-func unsafe(r rune) bool {
+// unsafe reports whether r must be escaped (keepCR: but carriage
+// return). r is a rune that decoded (utf8.RuneError here is an invalid
+// byte, handled by the caller).
+func unsafe(r rune, keepCR bool) bool {
 	switch {
-	case r == '\n' || r == '\t':
+	case r == '\n' || r == '\t' || r == '\r' && keepCR:
 		return false
 	case r < 0x20 || r == 0x7f:
 		return true
@@ -46,17 +47,17 @@ func unsafe(r rune) bool {
 
 // clean returns the length of the longest prefix of b that needs no
 // escaping.
-func clean(b []byte) int {
+func clean(b []byte, keepCR bool) int {
 	for i := 0; i < len(b); {
 		if c := b[i]; c < utf8.RuneSelf {
-			if (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
+			if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) && (c != '\r' || !keepCR) {
 				return i
 			}
 			i++
 			continue
 		}
 		r, size := utf8.DecodeRune(b[i:])
-		if (r == utf8.RuneError && size == 1) || unsafe(r) {
+		if (r == utf8.RuneError && size == 1) || unsafe(r, keepCR) {
 			return i
 		}
 		i += size
@@ -65,9 +66,9 @@ func clean(b []byte) int {
 }
 
 // appendEscaped appends b to dst with every unsafe character escaped.
-func appendEscaped(dst, b []byte) []byte {
+func appendEscaped(dst, b []byte, keepCR bool) []byte {
 	for len(b) > 0 {
-		n := clean(b)
+		n := clean(b, keepCR)
 		dst = append(dst, b[:n]...)
 		if b = b[n:]; len(b) == 0 {
 			break
@@ -91,10 +92,10 @@ func appendEscaped(dst, b []byte) []byte {
 // and tab stay. Text with none of them is returned as it is.
 func Escape(s string) string {
 	b := []byte(s)
-	if clean(b) == len(b) {
+	if clean(b, false) == len(b) {
 		return s
 	}
-	return string(appendEscaped(make([]byte, 0, len(s)+16), b))
+	return string(appendEscaped(make([]byte, 0, len(s)+16), b, false))
 }
 
 // Writer escapes what is written through it, as Escape does, on its way to
@@ -104,14 +105,21 @@ func Escape(s string) string {
 // held: each of its control characters is escaped on its own, and the rest
 // is printable. It is safe for concurrent use.
 type Writer struct {
-	mu   sync.Mutex
-	w    io.Writer
-	held []byte
-	buf  []byte
+	mu     sync.Mutex
+	w      io.Writer
+	keepCR bool
+	held   []byte
+	buf    []byte
 }
 
 // NewWriter returns a Writer to w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// NewProgressWriter returns a Writer to w that keeps carriage returns too:
+// a progress display (git's, while a dataset is fetched) redraws its line
+// with them. A carriage return can only overwrite the line it is on, which
+// the progress owns; everything else is escaped as by NewWriter.
+func NewProgressWriter(w io.Writer) *Writer { return &Writer{w: w, keepCR: true} }
 
 // Write escapes p and passes it on. It reports all of p written unless the
 // wrapped writer fails.
@@ -131,8 +139,8 @@ func (w *Writer) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	out := in
-	if clean(in) < len(in) {
-		w.buf = appendEscaped(w.buf[:0], in)
+	if clean(in, w.keepCR) < len(in) {
+		w.buf = appendEscaped(w.buf[:0], in, w.keepCR)
 		out = w.buf
 	}
 	if _, err := w.w.Write(out); err != nil {
@@ -149,7 +157,7 @@ func (w *Writer) Flush() error {
 	if len(w.held) == 0 {
 		return nil
 	}
-	out := appendEscaped(nil, w.held)
+	out := appendEscaped(nil, w.held, w.keepCR)
 	w.held = nil
 	_, err := w.w.Write(out)
 	return err

@@ -87,6 +87,18 @@ func TestWriterHoldsNothingItNeedNot(t *testing.T) {
 	}
 }
 
+// TestProgressWriterKeepsCarriageReturns: git's progress redraws its
+// line; a server's control sequences in it are escaped all the same.
+func TestProgressWriterKeepsCarriageReturns(t *testing.T) {
+	var out bytes.Buffer
+	w := NewProgressWriter(&out)
+	w.Write([]byte("Counting objects: 50%\rCounting objects: 100%\nremote: \x1b]0;pwned\x07\x1b[2J\b\n"))
+	w.Flush()
+	if want := "Counting objects: 50%\rCounting objects: 100%\nremote: \\u001b]0;pwned\\u0007\\u001b[2J\\u0008\n"; out.String() != want {
+		t.Errorf("wrote %q, want %q", out.String(), want)
+	}
+}
+
 type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
@@ -139,6 +151,13 @@ func FuzzEscape(f *testing.F) {
 		w.Flush()
 		if out.String() != got {
 			t.Fatalf("streamed %q, whole %q", out.String(), got)
+		}
+		out.Reset()
+		pw := NewProgressWriter(&out)
+		pw.Write(in)
+		pw.Flush()
+		if p := out.String(); !safe(strings.ReplaceAll(p, "\r", "")) || strings.Count(p, "\r") != strings.Count(s, "\r") {
+			t.Fatalf("the progress writer wrote %q for %q", p, s)
 		}
 	})
 }

@@ -58,7 +58,7 @@ func TestInstallOutputReachesTheTerminalEscaped(t *testing.T) {
 	}
 	noControls(t, "standard output", stdout)
 	noControls(t, "standard error", stderr)
-	want := `its last words: fetching \u001b]0;pwned\u0007\u001b[2J\u001b[31mred\u007f \u009b2J \u202efdp.exe \xff done`
+	want := `    fetching \u001b]0;pwned\u0007\u001b[2J\u001b[31mred\u007f \u009b2J \u202efdp.exe \xff done`
 	if !strings.Contains(stderr, want) {
 		t.Errorf("standard error does not show the script's last words escaped, %s:\n%s", want, stderr)
 	}
@@ -109,7 +109,8 @@ func TestTaskNamesReachTheTerminalEscaped(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	noControls(t, "tasks load", stdout+stderr)
-	for _, want := range []string{`fix\u001b]0;pwned\u0007\u001b[2J`, `k\u001b[2J`} {
+	// The loader quotes a key itself (%q).
+	for _, want := range []string{`fix\u001b]0;pwned\u0007\u001b[2J`, `unknown key "k\x1b[2J"`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("tasks load does not show %s:\n%s", want, stdout)
 		}

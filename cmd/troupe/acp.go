@@ -31,7 +31,7 @@ breaks the protocol first, the bridge says so in the channel and exits 1.`,
 		Example: `  TROUPE_RELAY_URL=ws://127.0.0.1:7447 TROUPE_CHANNEL=dev ... troupe acp -- goose acp`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return acpbridge.Main(cmd.Context(), os.Getenv, args, shortVersion(), a.stderr)
+			return acpbridge.Main(cmd.Context(), os.Getenv, args, shortVersion(), a.raw.stderr)
 		},
 	}
 	// troupe acp goose acp --with-flags: the agent's flags are its own.

@@ -37,7 +37,7 @@ with every shell command it started.`,
 		Example: `  TROUPE_RELAY_URL=ws://127.0.0.1:7447 TROUPE_CHANNEL=dev ... troupe agent`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return agent.Main(cmd.Context(), os.Getenv, a.stderr)
+			return agent.Main(cmd.Context(), os.Getenv, a.raw.stderr)
 		},
 	}
 }

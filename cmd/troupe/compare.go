@@ -54,7 +54,7 @@ intervals and the Pareto front, tasks by conditions with a legend).`,
 			if !slices.Contains(report.Formats, opts.format) {
 				return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--format %q is not one of %s", opts.format, strings.Join(report.Formats, ", "))}
 			}
-			return runCompare(a.stdout, a.stderr, args, opts)
+			return runCompare(a.output(opts.format == report.FormatJSON || opts.format == report.FormatHTML), a.stderr, args, opts)
 		},
 	}
 	f := cmd.Flags()

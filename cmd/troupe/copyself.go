@@ -36,7 +36,7 @@ kubelet notices each init container's end on its next relist).`,
 				return err
 			}
 			routes, err := inside.LinkDown()
-			return errors.Join(err, printRoutes(a.stdout, inside.TerminationLog, routes))
+			return errors.Join(err, printRoutes(a.raw.stdout, inside.TerminationLog, routes))
 		},
 	}
 	cmd.Flags().BoolVar(&linkDown, "link-down", false, "then set every non-loopback interface down, as troupe link down")

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -78,7 +77,7 @@ run their folders. NAME alone is its version "head", else its newest. See docs/r
 			if opts.registry, err = a.registry(cmd); err != nil {
 				return err
 			}
-			return runDatasetsList(cmd.Context(), a.stdout, opts)
+			return runDatasetsList(cmd.Context(), a.output(opts.json), opts)
 		},
 	}
 	registryFlag(cmd)
@@ -135,8 +134,9 @@ func firstLine(s string, n int) string {
 
 // datasetTasks fetches the datasets that --dataset names (NAME@VERSION, or
 // NAME for its newest) from the registry, and returns their task folders in
-// the cache, for troupe run to read as it reads --tasks.
-func datasetTasks(ctx context.Context, stderr io.Writer, refs []string, registry string) ([]string, error) {
+// the cache, for troupe run to read as it reads --tasks. Git's own progress
+// goes to progress, nil for none.
+func datasetTasks(ctx context.Context, stderr, progress io.Writer, refs []string, registry string) ([]string, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -144,12 +144,7 @@ func datasetTasks(ctx context.Context, stderr io.Writer, refs []string, registry
 	if err != nil {
 		return nil, err
 	}
-	f := &dataset.Fetcher{Log: stderr}
-	if file, ok := stderr.(*os.File); ok {
-		if info, err := file.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
-			f.Progress = stderr // git's own progress, as git clone shows it
-		}
-	}
+	f := &dataset.Fetcher{Log: stderr, Progress: progress}
 	var dirs []string
 	var errs []error
 	for _, ref := range refs {

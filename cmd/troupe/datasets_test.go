@@ -145,7 +145,7 @@ func TestDatasetsResolveForRun(t *testing.T) {
 		"demo@0.9": {"tasks/hello"},
 	})
 	var stderr bytes.Buffer
-	dirs, err := datasetTasks(t.Context(), &stderr, []string{"demo", "demo@1.0"}, reg)
+	dirs, err := datasetTasks(t.Context(), &stderr, nil, []string{"demo", "demo@1.0"}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

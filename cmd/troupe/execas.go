@@ -41,11 +41,11 @@ flag), as a shell and docker exec say.`,
 			if envStdin {
 				env, err := inside.ReadEnvPreamble(os.Stdin)
 				if err != nil {
-					return execAsFailed(a.stderr, &inside.ExecAsError{Code: inside.ExitNotExecutable, Err: err})
+					return execAsFailed(a.raw.stderr, &inside.ExecAsError{Code: inside.ExitNotExecutable, Err: err})
 				}
 				x.Env = append(x.Env, env...)
 			}
-			return execAsFailed(a.stderr, x.Exec())
+			return execAsFailed(a.raw.stderr, x.Exec())
 		},
 	}
 	// CMD's own flags are CMD's: parsing stops at the first argument that
@@ -58,7 +58,7 @@ flag), as a shell and docker exec say.`,
 	// A bad flag is a failure to start CMD too: any status but 126 and 127
 	// would be taken for CMD's own.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return execAsFailed(a.stderr, &inside.ExecAsError{Code: inside.ExitNotExecutable, Err: err})
+		return execAsFailed(a.raw.stderr, &inside.ExecAsError{Code: inside.ExitNotExecutable, Err: err})
 	})
 	return cmd
 }

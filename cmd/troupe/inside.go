@@ -67,7 +67,7 @@ PID 1 is troupe init: on a host it would end every process the user may signal.`
 			if err != nil {
 				return err
 			}
-			return json.NewEncoder(a.stdout).Encode(rep)
+			return json.NewEncoder(a.raw.stdout).Encode(rep)
 		},
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 5*time.Second, "how long processes get to exit after TERM")
@@ -131,7 +131,7 @@ code when the tunnel has ended (an agent running as root may have killed it).`,
 			if len(args) == 2 {
 				arg = args[1]
 			}
-			return h(cmd.Context(), arg, os.Stdin, a.stdout)
+			return h(cmd.Context(), arg, os.Stdin, a.raw.stdout)
 		},
 	}
 }

@@ -44,7 +44,7 @@ func newLinkDownCmd(a *app) *cobra.Command {
 			routes, err := inside.LinkDown()
 			// Printed even when an interface failed to go down: they are
 			// what link up needs to restore the ones that did.
-			return errors.Join(err, printRoutes(a.stdout, inside.TerminationLog, routes))
+			return errors.Join(err, printRoutes(a.raw.stdout, inside.TerminationLog, routes))
 		},
 	}
 }
@@ -64,7 +64,7 @@ func newLinkUpCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printRoutes(a.stdout, inside.TerminationLog, routes)
+			return printRoutes(a.raw.stdout, inside.TerminationLog, routes)
 		},
 	}
 	cmd.Flags().StringVar(&routesJSON, "routes", `{"routes":[]}`, "the JSON troupe link down printed")

@@ -39,7 +39,12 @@ const (
 
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd(&app{stdout: stdout, stderr: stderr})
+	// From here on, stdout and stderr are escaped (app): an error may
+	// quote what a container printed.
+	a := newApp(stdout, stderr)
+	defer a.flush()
+	stdout, stderr = a.stdout, a.stderr
+	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -36,7 +36,7 @@ prompt: {path: "troupe:NAME", sha256: DIGEST}; troupe pin fills in the digest.`,
 			if err != nil {
 				return err
 			}
-			_, err = a.stdout.Write(p.Text)
+			_, err = a.raw.stdout.Write(p.Text) // the persona as pinned, to be saved
 			return err
 		},
 	})

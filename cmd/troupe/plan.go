@@ -68,7 +68,7 @@ variance to a few tens of percent. See docs/compare.md.`,
 			if err := opts.check(args); err != nil {
 				return &usageError{command: cmd.CommandPath(), err: err}
 			}
-			return runPlan(a.stdout, a.stderr, args, opts)
+			return runPlan(a.output(opts.format == "json"), a.stderr, args, opts)
 		},
 	}
 	f := cmd.Flags()

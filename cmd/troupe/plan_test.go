@@ -20,7 +20,7 @@ import (
 func planCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	cmd := newPlanCmd(&app{stdout: &out, stderr: &errOut})
+	cmd := newPlanCmd(newApp(&out, &errOut))
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // by its last outcome, and the bar never passes the total.
 func TestProgressCountsARetriedTrialOnce(t *testing.T) {
 	var out bytes.Buffer
-	p := newProgress(&app{stderr: &out}, false)
+	p := newProgress(newApp(io.Discard, &out), false)
 	p.terminal = true
 	p.job(trial.JobEvent{Type: trial.EventJobStarted, Dir: "jobs/x", Total: 1})
 	p.trial(trial.Event{Type: trial.EventStarted, Trial: "a"})
@@ -30,7 +31,7 @@ func TestProgressCountsARetriedTrialOnce(t *testing.T) {
 // An error is printed whole: its end says what to do.
 func TestProgressKeepsTheWholeError(t *testing.T) {
 	var out bytes.Buffer
-	p := newProgress(&app{stderr: &out}, false)
+	p := newProgress(newApp(io.Discard, &out), false)
 	fix := "fix: build the image with docker build -t my/image environment/ and run again"
 	long := strings.Repeat("the engine said something long about the build; ", 6) + "\n" + fix
 	p.trial(trial.Event{Type: trial.EventFinished, Trial: "a", Outcome: outcome.UnscoredInfra, Error: long})

@@ -55,7 +55,7 @@ prints the orchestrator's DONE: when it comes. docs/stacks.md walks through a te
   troupe relay --addr 127.0.0.1:7447 --channel dev --member $LEAD --transcript -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRelay(cmd.Context(), a.stdout, opts)
+			return runRelay(cmd.Context(), a.stdout, a.raw.stdout, opts)
 		},
 	}
 	f := cmd.Flags()
@@ -70,7 +70,10 @@ prints the orchestrator's DONE: when it comes. docs/stacks.md walks through a te
 	return cmd
 }
 
-func runRelay(ctx context.Context, out io.Writer, opts relayOptions) (err error) {
+// runRelay runs the relay until ctx ends. What it says goes to out, escaped
+// (a DONE: is an agent's text); a transcript on standard output goes to
+// raw, as the JSON lines it is.
+func runRelay(ctx context.Context, out, raw io.Writer, opts relayOptions) (err error) {
 	if opts.channel == "" && len(opts.members) > 0 {
 		return &usageError{command: "troupe relay", err: errors.New("--member needs --channel")}
 	}
@@ -113,7 +116,7 @@ func runRelay(ctx context.Context, out io.Writer, opts relayOptions) (err error)
 	switch opts.transcript {
 	case "":
 	case "-":
-		transcript = out
+		transcript = raw
 	default:
 		f, err := os.OpenFile(opts.transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {

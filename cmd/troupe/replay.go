@@ -155,7 +155,7 @@ func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, art
 		return err
 	}
 	if opts.json {
-		json.NewEncoder(a.stdout).Encode(report)
+		json.NewEncoder(a.raw.stdout).Encode(report)
 	} else {
 		printReplay(a.stdout, report)
 	}

@@ -4,18 +4,73 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
+	"github.com/troupebench/troupe/internal/termsafe"
 )
 
 // app is what every command shares: where output goes and the configuration,
 // loaded once, on first use, by the commands that need it.
 type app struct {
+	// stdout and stderr are for people, and escape what passes through
+	// (termsafe): much of what troupe prints quotes install scripts,
+	// agents, verifiers and datasets, whose control sequences a terminal
+	// would obey.
 	stdout, stderr io.Writer
-	configFlag     string
-	cfg            *config
+	// raw are the same streams unescaped, for output a program reads:
+	// --json events and reports, HTML, a persona or a scenario to save, and
+	// the streams of the commands that run inside trial containers (a
+	// tunnel, a tar, JSON reports, ACP's logs), which troupe records as they
+	// are and escapes only when it shows them.
+	raw        struct{ stdout, stderr io.Writer }
+	escaped    []*termsafe.Writer
+	configFlag string
+	cfg        *config
+}
+
+// newApp returns an app writing to stdout and stderr.
+func newApp(stdout, stderr io.Writer) *app {
+	out, errOut := termsafe.NewWriter(stdout), termsafe.NewWriter(stderr)
+	a := &app{stdout: out, stderr: errOut, escaped: []*termsafe.Writer{out, errOut}}
+	a.raw.stdout, a.raw.stderr = stdout, stderr
+	return a
+}
+
+// output is where a command's results go: raw when a program reads them
+// (JSON, HTML), escaped for people.
+func (a *app) output(raw bool) io.Writer {
+	if raw {
+		return a.raw.stdout
+	}
+	return a.stdout
+}
+
+// progress is where a progress display that redraws its line goes (git's,
+// as git clone shows it): standard error when it is a terminal, with
+// carriage returns kept and every other control character escaped (a
+// dataset's server writes into it); nil otherwise.
+func (a *app) progress() io.Writer {
+	f, ok := a.raw.stderr.(*os.File)
+	if !ok {
+		return nil
+	}
+	if info, err := f.Stat(); err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	w := termsafe.NewProgressWriter(f)
+	a.escaped = append(a.escaped, w)
+	return w
+}
+
+// flush writes what the escaping writers hold: the start of a character
+// the output ended in.
+func (a *app) flush() {
+	for _, w := range a.escaped {
+		w.Flush()
+	}
 }
 
 func newRootCmd(a *app) *cobra.Command {

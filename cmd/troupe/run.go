@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/decide"
 	"github.com/troupebench/troupe/examples"
+	"github.com/troupebench/troupe/internal/termsafe"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/personas"
@@ -291,7 +292,7 @@ func runRun(ctx context.Context, a *app, cmd *cobra.Command, opts runOptions, ar
 		conds = append(conds, trial.OracleCondition())
 	}
 	// --dataset's tasks are folders in the cache, read as --tasks reads its own.
-	fetched, err := datasetTasks(ctx, a.stderr, opts.datasets, opts.registry)
+	fetched, err := datasetTasks(ctx, a.stderr, a.progress(), opts.datasets, opts.registry)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
@@ -654,9 +655,12 @@ func forceOnSecondSignal(stderr io.Writer, rt runtime.Runtime, jobID string) fun
 }
 
 // progress shows a job as it runs: a live line on a terminal, NDJSON with
-// --json, or one line per finished trial otherwise.
+// --json, or one line per finished trial otherwise. It writes to standard
+// error unescaped, for the live line is drawn with control sequences of its
+// own, and escapes every text of the events itself (termsafe): a trial's
+// error quotes what its install script, agents or verifier printed.
 type progress struct {
-	a        *app
+	w        io.Writer
 	json     *json.Encoder
 	terminal bool
 	total    int
@@ -669,10 +673,10 @@ type progress struct {
 }
 
 func newProgress(a *app, asJSON bool) *progress {
-	p := &progress{a: a, running: map[string]bool{}, outcomes: map[string]outcome.Outcome{}}
+	p := &progress{w: a.raw.stderr, running: map[string]bool{}, outcomes: map[string]outcome.Outcome{}}
 	if asJSON {
-		p.json = json.NewEncoder(a.stdout)
-	} else if f, ok := a.stderr.(*os.File); ok {
+		p.json = json.NewEncoder(a.raw.stdout)
+	} else if f, ok := a.raw.stderr.(*os.File); ok {
 		if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
 			p.terminal = true
 		}
@@ -688,11 +692,11 @@ func (p *progress) job(e trial.JobEvent) {
 	switch e.Type {
 	case trial.EventJobStarted:
 		p.total, p.kept = e.Total, e.Kept
-		fmt.Fprintf(p.a.stderr, "job %s: %s", e.Dir, count(e.Total, "trial"))
+		kept := ""
 		if e.Kept > 0 {
-			fmt.Fprintf(p.a.stderr, " (%d kept from an earlier run)", e.Kept)
+			kept = fmt.Sprintf(" (%d kept from an earlier run)", e.Kept)
 		}
-		fmt.Fprintln(p.a.stderr)
+		p.line(fmt.Sprintf("job %s: %s%s", e.Dir, count(e.Total, "trial"), kept))
 	case trial.EventRetry:
 		p.line(fmt.Sprintf("retry %d of %s after an infrastructure failure: %s", e.Attempt, e.Trial, indent(e.Error)))
 	}
@@ -720,12 +724,12 @@ func (p *progress) trial(e trial.Event) {
 	p.draw()
 }
 
-// line prints a permanent line above the live one.
+// line prints a permanent line above the live one, escaped.
 func (p *progress) line(s string) {
 	if p.terminal && p.drawn {
-		fmt.Fprint(p.a.stderr, "\r\033[K")
+		fmt.Fprint(p.w, "\r\033[K")
 	}
-	fmt.Fprintln(p.a.stderr, s)
+	fmt.Fprintln(p.w, termsafe.Escape(s))
 	p.drawn = false
 }
 
@@ -747,14 +751,14 @@ func (p *progress) draw() {
 	if p.total > 0 {
 		filled = min(max(width*done/p.total, 0), width)
 	}
-	fmt.Fprintf(p.a.stderr, "\r\033[K[%s%s] %d/%d done · %d running · %d not passed · $%.4f",
+	fmt.Fprintf(p.w, "\r\033[K[%s%s] %d/%d done · %d running · %d not passed · $%.4f",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, p.total, len(p.running), failed, p.cost)
 	p.drawn = true
 }
 
 func (p *progress) end() {
 	if p.terminal && p.drawn {
-		fmt.Fprintln(p.a.stderr)
+		fmt.Fprintln(p.w)
 	}
 }
 

@@ -43,7 +43,7 @@ A real run becomes an offline regression test.`,
 		Example: "  troupe scenario from-trial jobs/tb2/fix-git__team__1 > scenarios/fix-git.yaml",
 		Args:    minArgs(1, "a trial folder"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return scenarioFromTrial(a.stdout, a.stderr, args[0])
+			return scenarioFromTrial(a.raw.stdout, a.stderr, args[0]) // YAML, to be saved
 		},
 	}
 }

@@ -53,7 +53,7 @@ about), 2 for a usage error.`,
 		Args: minArgs(1, "a task folder or a folder of tasks"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.paths = args
-			return runTasksLoad(a.stdout, opts)
+			return runTasksLoad(a.output(opts.json), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.strict, "strict", false, "refuse a task that has keys Harbor does not define")
@@ -212,7 +212,7 @@ func printCheck(a *app, out string, res *trial.JobResult, asJSON bool) error {
 		reports = append(reports, r)
 	}
 	broken := 0
-	enc := json.NewEncoder(a.stdout)
+	enc := json.NewEncoder(a.raw.stdout)
 	for _, r := range reports {
 		if r.Status != "ok" {
 			broken++

@@ -43,7 +43,7 @@ Exit status: 0 when every manifest is valid, 1 when any is not, 2 for a usage er
 			if err != nil {
 				return err
 			}
-			return runValidate(a.stdout, opts, root, cfg)
+			return runValidate(a.output(opts.json), opts, root, cfg)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the results as JSON")

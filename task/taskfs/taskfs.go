@@ -47,7 +47,7 @@ func (e *LinkError) Error() string {
 	if e.Link != e.Name {
 		via = fmt.Sprintf(" (through the link %s)", e.Link)
 	}
-	return fmt.Sprintf("%s: %s links to %q, which leads to %s, outside the task's folder%s: a task's files are read only inside it",
+	return fmt.Sprintf("%s: %s links to %q, which leads to %s, which is outside the task's folder%s: a task's files are read only inside it",
 		filepath.Join(e.Dir, filepath.FromSlash(e.Name)), e.Name, e.Target, e.Leads, via)
 }
 
@@ -113,7 +113,10 @@ func (d *Dir) Resolve(name string) (string, error) {
 		cur := path.Join(append(done, c)...)
 		info, err := d.root.Lstat(cur)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", filepath.Join(d.path, filepath.FromSlash(name)), err)
+			if pe, ok := errors.AsType[*fs.PathError](err); ok {
+				err = pe.Err
+			}
+			return "", &fs.PathError{Op: "open", Path: filepath.Join(d.path, filepath.FromSlash(name)), Err: err}
 		}
 		if info.Mode()&fs.ModeSymlink == 0 {
 			if !info.IsDir() && len(pending) > 0 && strings.Trim(path.Join(pending...), "/.") != "" {
@@ -222,7 +225,10 @@ func (d *Dir) OpenFile(name string) (*os.File, error) {
 	// writer instead of waiting for one; it is refused below.
 	f, err := d.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", full, err)
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err
+		}
+		return nil, &fs.PathError{Op: "open", Path: full, Err: err}
 	}
 	info, err := f.Stat()
 	if err != nil {

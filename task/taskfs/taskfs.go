@@ -119,7 +119,7 @@ func (d *Dir) Resolve(name string) (string, error) {
 			return "", &fs.PathError{Op: "open", Path: filepath.Join(d.path, filepath.FromSlash(name)), Err: err}
 		}
 		if info.Mode()&fs.ModeSymlink == 0 {
-			if !info.IsDir() && len(pending) > 0 && strings.Trim(path.Join(pending...), "/.") != "" {
+			if !info.IsDir() && strings.Join(pending, "") != "" {
 				return "", fmt.Errorf("%s: %s is not a folder", filepath.Join(d.path, filepath.FromSlash(name)), cur)
 			}
 			done = append(done, c)

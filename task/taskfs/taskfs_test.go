@@ -56,6 +56,7 @@ func TestReadFileThroughLinks(t *testing.T) {
 		{name: "a folder out", links: map[string]string{"sub/host": "../.."}, read: "sub/host/.env", leads: "../.env", fail: true},
 		{name: "a loop", links: map[string]string{"a": "b", "b": "a"}, read: "a", fail: true},
 		{name: "missing", read: "nothing.md", fail: true},
+		{name: "a file as a folder", read: "real.md/..", fail: true},
 		{name: "dotdot in the name", read: "../.env", leads: "../.env", fail: true},
 	}
 	for _, c := range cases {

@@ -30,20 +30,14 @@ func TestFetchBoundsATask(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "repo")
-			r, err := git.PlainInit(dir, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files := map[string]string{}
-			addTask(files, "big", "x\n")
+			dir, r, files := taskRepo(t, "big")
 			for name, size := range c.extra {
 				files["tasks/big/"+name] = string(make([]byte, size))
 			}
 			commitID := commit(t, r, dir, files, "a big task")
 			ds := lookup(t, "d@1", datasetDoc("d", "1", dir, commitID, "tasks/big"))
 			cacheDir := t.TempDir()
-			_, err = (&Fetcher{CacheDir: cacheDir, Limits: c.limits}).Fetch(t.Context(), ds)
+			_, err := (&Fetcher{CacheDir: cacheDir, Limits: c.limits}).Fetch(t.Context(), ds)
 			if !errors.Is(err, ErrTooBig) {
 				t.Fatalf("got %v, want a limit", err)
 			}

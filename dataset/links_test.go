@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/go-git/go-git/v5"
 )
 
 // TestFetchRefusesAChainOfLinksOut: the attack of issue 33. Every link of
@@ -23,13 +21,7 @@ func TestFetchRefusesAChainOfLinksOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	cacheDir := filepath.Join(work, "cache")
-	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := git.PlainInit(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{}
-	addTask(files, "escape", "x\n")
+	dir, r, files := taskRepo(t, "escape")
 	delete(files, "tasks/escape/instruction.md")
 	// In the cache the task is cache/tasks/<id>/escape: docs/up is the
 	// task, docs/a <id>, docs/b tasks/, docs/c the cache, docs/d work.

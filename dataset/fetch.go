@@ -570,13 +570,26 @@ func writeTree(st storer.EncodedObjectStorer, root *os.Root, dir string, h plumb
 	return nil
 }
 
+// sizer is go-git's filesystem storage: it reads an object's size from its
+// header, where EncodedObject may read (and inflate) the whole object.
+type sizer interface {
+	EncodedObjectSize(plumbing.Hash) (int64, error)
+}
+
 func writeBlob(st storer.EncodedObjectStorer, root *os.Root, rel string, h plumbing.Hash, perm os.FileMode, b *budget) (err error) {
+	// A blob over the limits is refused from its header, before it is
+	// read, let alone written.
+	if sz, ok := st.(sizer); ok {
+		if size, err := sz.EncodedObjectSize(h); err == nil {
+			if err := b.check(path.Join(b.task, rel), size); err != nil {
+				return err
+			}
+		}
+	}
 	obj, err := st.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return fmt.Errorf("%s: blob %s: %w", rel, h, err)
 	}
-	// The object's header gives its size: a blob over the limits is
-	// refused before a byte of it is written.
 	if err := b.file(path.Join(b.task, rel), obj.Size()); err != nil {
 		return err
 	}

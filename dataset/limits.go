@@ -105,15 +105,23 @@ func (b *budget) entry() error {
 	return nil
 }
 
-// file takes a file's size from the budget before it is written: a blob too
-// big is refused from its header, without reading it.
-func (b *budget) file(name string, size int64) error {
+// check says whether a file of that size fits what is left.
+func (b *budget) check(name string, size int64) error {
 	if size > b.FileBytes {
 		return &LimitError{Limit: "file", Name: name, Size: size, Max: b.FileBytes, Flag: FlagFileMB}
 	}
-	if b.bytes += size; b.bytes > b.TaskBytes {
-		return &LimitError{Limit: "task", Name: b.task, Size: b.bytes, Max: b.TaskBytes, Flag: FlagTaskMB}
+	if b.bytes+size > b.TaskBytes {
+		return &LimitError{Limit: "task", Name: b.task, Size: b.bytes + size, Max: b.TaskBytes, Flag: FlagTaskMB}
 	}
+	return nil
+}
+
+// file takes a file's size from the budget before it is written.
+func (b *budget) file(name string, size int64) error {
+	if err := b.check(name, size); err != nil {
+		return err
+	}
+	b.bytes += size
 	return nil
 }
 

@@ -16,7 +16,9 @@
 //   - Fetcher.Fetch (or Fetch) clones each repository once into the cache
 //     (with go-git: no git binary is needed), reads every task's folder out of
 //     its pinned commit, checking every object read against its git id, and
-//     records a digest of the folder beside it. A later Fetch reuses a
+//     records a digest of the folder beside it. A task with a link leading
+//     out of its folder (itself or through a chain of links) is refused, and
+//     every task and clone is bounded (Limits), checked as it arrives. A later Fetch reuses a
 //     folder whose digest still matches, without touching the network, and
 //     fetches a changed one again.
 //

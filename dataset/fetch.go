@@ -17,13 +17,17 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/task/taskfs"
 )
 
 // Conditions of a *FetchError that callers test.
@@ -110,6 +114,9 @@ type Fetcher struct {
 	// Progress gets git's own progress while cloning and fetching (as git
 	// clone shows it on a terminal); nil discards it.
 	Progress io.Writer
+	// Limits bound each task and each clone; zero fields are
+	// DefaultLimits'.
+	Limits Limits
 }
 
 // Fetch fetches the tasks of ds into cacheDir ("" is DefaultCacheDir) and
@@ -148,7 +155,7 @@ func (f *Fetcher) Fetch(ctx context.Context, ds *Dataset) ([]string, error) {
 	}
 	defer unlock()
 
-	s := &session{Fetcher: f, cache: cache, sources: map[string]*source{}}
+	s := &session{Fetcher: f, cache: cache, sources: map[string]*source{}, limits: f.Limits.orDefault()}
 	var dirs []string
 	var errs []error
 	same := 0
@@ -196,6 +203,7 @@ type session struct {
 	*Fetcher
 	cache   string
 	sources map[string]*source
+	limits  Limits
 }
 
 // source is an opened repository.
@@ -273,8 +281,14 @@ func (s *session) task(ctx context.Context, t TaskRef) (string, error) {
 	}
 	defer os.RemoveAll(tmp) // after the rename, nothing is left in it
 	tmpDir := filepath.Join(tmp, path.Base(p))
-	tree, err := extract(src.repo.Storer, hash, p, tmpDir)
+	tree, err := extract(src.repo.Storer, hash, p, tmpDir, &budget{Limits: s.limits, task: p})
 	if err != nil {
+		return "", err
+	}
+	// Each link was checked as it was written; a chain of them, each
+	// inside, can still lead out. Such a task is refused here, before
+	// anything reads it.
+	if err := checkLinks(tmpDir, p); err != nil {
 		return "", err
 	}
 	if info, err := os.Stat(filepath.Join(tmpDir, "task.toml")); err != nil || !info.Mode().IsRegular() {
@@ -350,12 +364,12 @@ func (s *session) open(ctx context.Context, url string) *source {
 		return src
 	}
 	dir := filepath.Join(s.cache, "repos", id(url))
-	repo, err := git.PlainOpen(dir)
+	repo, err := s.openClone(dir, url)
 	if err == nil && originIs(repo, url) {
 		src.repo = repo
 		return src
 	}
-	if err == nil || !errors.Is(err, git.ErrRepositoryNotExists) {
+	if _, statErr := os.Stat(dir); statErr == nil {
 		fmt.Fprintf(s.log(), "the cached clone of %s is not usable: cloning it again\n", url)
 		if err := os.RemoveAll(dir); err != nil {
 			src.err = err
@@ -376,7 +390,8 @@ func (s *session) clone(ctx context.Context, url, dir string) (*git.Repository, 
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	_, err = git.PlainCloneContext(ctx, tmp, true, &git.CloneOptions{URL: url, Progress: s.Progress})
+	st := &boundedStorage{Storage: filesystem.NewStorage(osfs.New(tmp), cache.NewObjectLRUDefault()), url: url, limit: s.limits.CloneBytes}
+	_, err = git.CloneContext(ctx, st, nil, &git.CloneOptions{URL: url, Progress: s.Progress})
 	if err != nil {
 		return nil, fmt.Errorf("clone: %w", err)
 	}
@@ -384,7 +399,17 @@ func (s *session) clone(ctx context.Context, url, dir string) (*git.Repository, 
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, err
 	}
-	return git.PlainOpen(dir)
+	return s.openClone(dir, url)
+}
+
+// openClone opens the bare clone at dir with its fetches bounded by the
+// clone limit, as the clone itself was.
+func (s *session) openClone(dir, url string) (*git.Repository, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, git.ErrRepositoryNotExists
+	}
+	st := &boundedStorage{Storage: filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRUDefault()), url: url, limit: s.limits.CloneBytes}
+	return git.Open(st, nil)
 }
 
 func originIs(repo *git.Repository, url string) bool {
@@ -448,7 +473,7 @@ func hasCommit(repo *git.Repository, hash plumbing.Hash) bool {
 // extract writes the folder at p of the commit into dest, checking every
 // object read against its id: what is written is what the commit names.
 // It returns the folder's tree id.
-func extract(st storer.EncodedObjectStorer, commit plumbing.Hash, p, dest string) (plumbing.Hash, error) {
+func extract(st storer.EncodedObjectStorer, commit plumbing.Hash, p, dest string, b *budget) (plumbing.Hash, error) {
 	obj, err := verified(st, plumbing.CommitObject, commit)
 	if err != nil {
 		return plumbing.ZeroHash, err
@@ -478,7 +503,7 @@ func extract(st storer.EncodedObjectStorer, commit plumbing.Hash, p, dest string
 		return plumbing.ZeroHash, err
 	}
 	defer root.Close()
-	return tree, writeTree(st, root, ".", tree)
+	return tree, writeTree(st, root, ".", tree, b)
 }
 
 // listing says what a folder of the commit holds, for a message.
@@ -503,7 +528,7 @@ func listing(dir string, t *object.Tree) string {
 }
 
 // writeTree writes the tree's entries into dir, a folder of root.
-func writeTree(st storer.EncodedObjectStorer, root *os.Root, dir string, h plumbing.Hash) error {
+func writeTree(st storer.EncodedObjectStorer, root *os.Root, dir string, h plumbing.Hash, b *budget) error {
 	t, err := readTree(st, h)
 	if err != nil {
 		return err
@@ -513,12 +538,15 @@ func writeTree(st storer.EncodedObjectStorer, root *os.Root, dir string, h plumb
 			return fmt.Errorf("tree %s has an entry named %q", h, e.Name)
 		}
 		rel := path.Join(dir, e.Name)
+		if err := b.entry(); err != nil {
+			return err
+		}
 		switch e.Mode {
 		case filemode.Dir:
 			if err := root.Mkdir(rel, 0o755); err != nil {
 				return err
 			}
-			if err := writeTree(st, root, rel, e.Hash); err != nil {
+			if err := writeTree(st, root, rel, e.Hash, b); err != nil {
 				return err
 			}
 		case filemode.Regular, filemode.Deprecated, filemode.Executable:
@@ -526,7 +554,7 @@ func writeTree(st storer.EncodedObjectStorer, root *os.Root, dir string, h plumb
 			if e.Mode == filemode.Executable {
 				perm = 0o755
 			}
-			if err := writeBlob(st, root, rel, e.Hash, perm); err != nil {
+			if err := writeBlob(st, root, rel, e.Hash, perm, b); err != nil {
 				return err
 			}
 		case filemode.Symlink:
@@ -542,10 +570,28 @@ func writeTree(st storer.EncodedObjectStorer, root *os.Root, dir string, h plumb
 	return nil
 }
 
-func writeBlob(st storer.EncodedObjectStorer, root *os.Root, rel string, h plumbing.Hash, perm os.FileMode) (err error) {
+// sizer is go-git's filesystem storage: it reads an object's size from its
+// header, where EncodedObject may read (and inflate) the whole object.
+type sizer interface {
+	EncodedObjectSize(plumbing.Hash) (int64, error)
+}
+
+func writeBlob(st storer.EncodedObjectStorer, root *os.Root, rel string, h plumbing.Hash, perm os.FileMode, b *budget) (err error) {
+	// A blob over the limits is refused from its header, before it is
+	// read, let alone written.
+	if sz, ok := st.(sizer); ok {
+		if size, err := sz.EncodedObjectSize(h); err == nil {
+			if err := b.check(path.Join(b.task, rel), size); err != nil {
+				return err
+			}
+		}
+	}
 	obj, err := st.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return fmt.Errorf("%s: blob %s: %w", rel, h, err)
+	}
+	if err := b.file(path.Join(b.task, rel), obj.Size()); err != nil {
+		return err
 	}
 	r, err := obj.Reader()
 	if err != nil {
@@ -562,7 +608,9 @@ func writeBlob(st storer.EncodedObjectStorer, root *os.Root, rel string, h plumb
 		}
 	}()
 	hasher := plumbing.NewHasher(plumbing.BlobObject, obj.Size())
-	if _, err := io.Copy(io.MultiWriter(f, hasher), r); err != nil {
+	// A blob that reads longer than its header says is cut one byte past
+	// it, and refused by its hash.
+	if _, err := io.Copy(io.MultiWriter(f, hasher), io.LimitReader(r, obj.Size()+1)); err != nil {
 		return fmt.Errorf("%s: %w", rel, err)
 	}
 	if got := hasher.Sum(); got != h {
@@ -625,6 +673,41 @@ func verified(st storer.EncodedObjectStorer, t plumbing.ObjectType, h plumbing.H
 		return nil, fmt.Errorf("%s %s reads as %s: the repository is damaged", t, h, got)
 	}
 	return obj, nil
+}
+
+// checkLinks refuses a fetched task folder with a link that leads out of
+// it, resolved step by step (taskfs), naming the link by its path in the
+// repository.
+func checkLinks(dir, p string) error {
+	d, err := taskfs.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	err = d.CheckLinks(".")
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range unjoin(err) {
+		if le, ok := errors.AsType[*taskfs.LinkError](e); ok {
+			errs = append(errs, fmt.Errorf("%s: %s links to %q, and the links it passes through lead outside the task folder", path.Join(p, le.Name), le.Name, le.Target))
+			continue
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }
 
 // lockCache takes the cache for this process: two Fetches writing one cache

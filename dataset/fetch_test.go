@@ -315,13 +315,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestFetchRefusesLinksOutOfTheTask(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := git.PlainInit(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{}
-	addTask(files, "escape", "x\n")
+	dir, r, files := taskRepo(t, "escape")
 	files["tasks/escape/environment/secrets -> ../../../../etc"] = ""
 	c := commit(t, r, dir, files, "a link out")
 	ds := lookup(t, "d@1", datasetDoc("d", "1", dir, c, "tasks/escape"))

@@ -59,6 +59,20 @@ func addTask(files map[string]string, name, instruction string) {
 	files[dir+"tests/config -> ../environment"] = "" // a symlink inside the task
 }
 
+// taskRepo makes an empty repository with the task's files (addTask) in
+// its work tree, uncommitted: a test adds its own, then commits.
+func taskRepo(t *testing.T, name string) (dir string, repo *git.Repository, files map[string]string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "repo")
+	repo, err := git.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = map[string]string{}
+	addTask(files, name, "x\n")
+	return dir, repo, files
+}
+
 // commit writes the files (a name "a -> b" is a symlink a to b; a .sh file
 // is executable) and commits everything.
 func commit(t *testing.T, repo *git.Repository, dir string, files map[string]string, msg string) string {

@@ -6,35 +6,40 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+
+	"github.com/troupebench/troupe/task/taskfs"
 )
 
 // DirDigest is the SHA-256 of a folder: every entry's relative path, mode and
-// content, in path order; symlinks are hashed as their target. It names a
+// content, in path order; symlinks are hashed as their target, never
+// followed, and every file is read beneath the folder (taskfs). It names a
 // built task environment (one build per digest) and pins a task in a job's
 // lock file.
 func DirDigest(dir string) (string, error) {
+	d, err := taskfs.Open(dir)
+	if err != nil {
+		return "", fmt.Errorf("digest of %s: %w", dir, err)
+	}
+	defer d.Close()
 	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+	err = d.WalkDir(".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, p)
 		info, err := e.Info()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(h, "%s\x00%o\x00", filepath.ToSlash(rel), info.Mode())
+		fmt.Fprintf(h, "%s\x00%o\x00", p, info.Mode())
 		switch {
 		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
+			target, err := d.Readlink(p)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(h, "%s\x00", target)
 		case info.Mode().IsRegular():
-			f, err := os.Open(p)
+			f, err := d.OpenFile(p)
 			if err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/task/taskfs"
 )
 
 // ComposeFile is a task's compose file, in environment/.
@@ -85,7 +86,8 @@ func (t *Task) composeVars(envDir string) map[string]string {
 
 // loadCompose reads the task's compose file. Problems are the task's
 // errors; what troupe leaves out of a service is a warning.
-func (t *Task) loadCompose(taskDir, envDir string, getenv func(string) string) (*Compose, []string, error) {
+func (t *Task) loadCompose(d *taskfs.Dir, envDir string, getenv func(string) string) (*Compose, []string, error) {
+	taskDir := d.Path()
 	file := filepath.Join(envDir, ComposeFile)
 	vars := t.composeVars(envDir)
 	lookup := func(key string) (string, bool) {
@@ -113,7 +115,7 @@ func (t *Task) loadCompose(taskDir, envDir string, getenv func(string) string) (
 	case t.Image != "":
 		base = fmt.Sprintf("services:\n  %s:\n    image: %q\n", MainService, t.Image)
 	}
-	files := inTask{taskDir: taskDir, envDir: envDir}
+	files := inTask{dir: d, envDir: envDir}
 	content, err := files.read(file)
 	if err != nil {
 		return nil, nil, err
@@ -420,25 +422,32 @@ const maxComposeFile = 1 << 20
 // compose file may not read the host's files, or hang the loader on a
 // device. It is the loader's only ResourceLoader: included and extended
 // files are found from environment/.
-type inTask struct{ taskDir, envDir string }
+type inTask struct {
+	dir    *taskfs.Dir
+	envDir string
+}
 
-// path resolves p (relative to environment/) and checks it.
-func (l inTask) path(p string) (string, error) {
+// rel is p (relative to environment/, or absolute) as a path of the task's
+// folder, or an error when it is not inside it.
+func (l inTask) rel(p string) (string, error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(l.envDir, p)
 	}
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", err
-	}
-	root, err := filepath.EvalSymlinks(l.taskDir)
-	if err != nil {
-		return "", err
-	}
-	if rel, err := filepath.Rel(root, real); err != nil || !filepath.IsLocal(rel) {
+	rel, err := filepath.Rel(l.dir.Path(), p)
+	if err != nil || !filepath.IsLocal(rel) {
 		return "", fmt.Errorf("%s is outside the task's folder: a compose file reads the task's files only", p)
 	}
-	info, err := os.Stat(real)
+	return filepath.ToSlash(rel), nil
+}
+
+// path resolves p (relative to environment/) beneath the task's folder
+// and checks it: the real file, for compose's loader to read.
+func (l inTask) path(p string) (string, error) {
+	rel, err := l.rel(p)
+	if err != nil {
+		return "", err
+	}
+	info, err := l.dir.Stat(rel)
 	switch {
 	case err != nil:
 		return "", err
@@ -447,15 +456,15 @@ func (l inTask) path(p string) (string, error) {
 	case info.Size() > maxComposeFile:
 		return "", fmt.Errorf("%s is larger than %d bytes", p, maxComposeFile)
 	}
-	return real, nil
+	return l.dir.Host(rel)
 }
 
 func (l inTask) read(p string) ([]byte, error) {
-	real, err := l.path(p)
+	rel, err := l.rel(p)
 	if err != nil {
 		return nil, err
 	}
-	return readLimited(real, maxComposeFile)
+	return l.dir.ReadFile(rel, maxComposeFile)
 }
 
 // Accept takes every reference: none is fetched from elsewhere.
@@ -490,14 +499,10 @@ func (l inTask) environment(sc types.ServiceConfig, vars map[string]string) (typ
 	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
 	env := types.MappingWithEquals{}
 	for _, f := range sc.EnvFiles {
-		real, err := l.path(f.Path)
+		data, err := l.read(f.Path)
 		if errors.Is(err, fs.ErrNotExist) && !bool(f.Required) {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("env_file: %w", err)
-		}
-		data, err := readLimited(real, maxComposeFile)
 		if err != nil {
 			return nil, fmt.Errorf("env_file: %w", err)
 		}
@@ -518,10 +523,4 @@ func (l inTask) environment(sc types.ServiceConfig, vars map[string]string) (typ
 		env[k] = v
 	}
 	return env, nil
-}
-
-// hasCompose reports whether a task's environment/ has a compose file.
-func hasCompose(envDir string) bool {
-	_, err := os.Stat(filepath.Join(envDir, ComposeFile))
-	return err == nil
 }

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/task/taskfs"
 )
 
 // Default phase timeouts, Harbor's where Harbor has one. Harbor's agents
@@ -167,8 +167,15 @@ func Load(dir string, opts Options) (*Task, error) {
 	var errs []error
 	problem := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
+	// Every file of the task is read through d: none through a link that
+	// leaves the folder (a chain of links each inside it can lead out).
+	d, err := taskfs.Open(abs)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w (a Harbor task folder holds task.toml, instruction.md, environment/ and tests/test.sh)", dir, err)
+	}
+	defer d.Close()
 	tomlPath := filepath.Join(abs, "task.toml")
-	data, err := readLimited(tomlPath, maxTaskTOMLBytes)
+	data, err := d.ReadFile("task.toml", maxTaskTOMLBytes)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w (a Harbor task folder holds task.toml, instruction.md, environment/ and tests/test.sh)", dir, err)
 	}
@@ -186,11 +193,19 @@ func Load(dir string, opts Options) (*Task, error) {
 			}
 		}
 	}
+	// A link out of the folder is refused wherever it is, used or not:
+	// the build context, the compose files, tests/ and solution/ are all
+	// read from here, some of them by other processes.
+	if err := d.CheckLinks("."); err != nil {
+		errs = append(errs, err)
+	}
 
 	multiStep := tf != nil && len(tf.Steps) > 0 // refused above; its parts are elsewhere
-	instruction, err := readLimited(filepath.Join(abs, "instruction.md"), maxInstructionBytes)
+	instruction, err := d.ReadFile("instruction.md", maxInstructionBytes)
 	switch {
 	case multiStep:
+	case errors.Is(err, taskfs.ErrOutside):
+		// CheckLinks said it.
 	case err != nil:
 		problem("%s: %w", filepath.Join(abs, "instruction.md"), err)
 	case len(bytes.TrimSpace(instruction)) == 0:
@@ -198,18 +213,27 @@ func Load(dir string, opts Options) (*Task, error) {
 	}
 	t.Instruction = string(instruction)
 
-	envDir := filepath.Join(abs, "environment")
+	// The folders other code reads are given as the real folders they
+	// lead to, every link resolved inside the task.
+	host := func(name string) string {
+		if p, err := d.Host(name); err == nil {
+			return p
+		}
+		return filepath.Join(abs, name)
+	}
+	envDir := host("environment")
+	compose := d.IsFile("environment/" + ComposeFile)
 	switch {
-	case isFile(filepath.Join(envDir, "Dockerfile")):
+	case d.IsFile("environment/Dockerfile"):
 		t.EnvDir = envDir
 	case tf == nil:
 		// Whether task.toml names an image is not known.
-	case t.Image == "" && !hasCompose(envDir):
+	case t.Image == "" && !compose:
 		problem("%s: no environment/Dockerfile, docker-compose.yaml or [environment] docker_image: the task has no container to run in", abs)
 	}
-	if tf != nil && hasCompose(envDir) {
+	if tf != nil && compose {
 		// Harbor prefers the compose file when there is one.
-		c, warnings, err := t.loadCompose(abs, envDir, opts.Getenv)
+		c, warnings, err := t.loadCompose(d, envDir, opts.Getenv)
 		t.Warnings = append(t.Warnings, warnings...)
 		switch {
 		case err != nil:
@@ -220,11 +244,11 @@ func Load(dir string, opts Options) (*Task, error) {
 			t.Compose = c
 		}
 	}
-	if isFile(filepath.Join(abs, "solution", "solve.sh")) {
-		t.SolutionDir = filepath.Join(abs, "solution")
+	if d.IsFile("solution/solve.sh") {
+		t.SolutionDir = host("solution")
 	}
-	t.TestsDir = filepath.Join(abs, "tests")
-	if !multiStep && !isFile(filepath.Join(t.TestsDir, "test.sh")) {
+	t.TestsDir = host("tests")
+	if !multiStep && !d.IsFile("tests/test.sh") {
 		problem("%s: tests/test.sh is missing: it is the verifier, writing /logs/verifier/reward.txt or reward.json", abs)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -660,24 +684,6 @@ func Find(paths []string, opts Options) ([]*Task, error) {
 		return nil, errors.New("no tasks: give --tasks a task folder or a folder of tasks")
 	}
 	return tasks, nil
-}
-
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if info.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes; the limit is %d", path, info.Size(), limit)
-	}
-	data := make([]byte, info.Size())
-	_, err = io.ReadFull(f, data)
-	return data, err
 }
 
 func isFile(path string) bool {

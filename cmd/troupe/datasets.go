@@ -132,11 +132,38 @@ func firstLine(s string, n int) string {
 	return strings.TrimSpace(s)
 }
 
+// datasetLimits are the --dataset-max-… flags: what fetching a dataset may
+// write into the cache; 0 is dataset.DefaultLimits'.
+type datasetLimits struct {
+	fileMB, taskMB, cloneMB, entries int
+}
+
+// datasetLimitFlags adds the --dataset-max-… flags to a command that
+// fetches datasets.
+func datasetLimitFlags(cmd *cobra.Command, l *datasetLimits) {
+	d := dataset.DefaultLimits
+	f := cmd.Flags()
+	f.IntVar(&l.fileMB, strings.TrimPrefix(dataset.FlagFileMB, "--"), 0, fmt.Sprintf("the largest file of a fetched task, in MiB (0: %d)", d.FileBytes>>20))
+	f.IntVar(&l.taskMB, strings.TrimPrefix(dataset.FlagTaskMB, "--"), 0, fmt.Sprintf("the largest fetched task, its files together, in MiB (0: %d)", d.TaskBytes>>20))
+	f.IntVar(&l.entries, strings.TrimPrefix(dataset.FlagEntries, "--"), 0, fmt.Sprintf("the most files, folders and links of a fetched task (0: %d)", d.Entries))
+	f.IntVar(&l.cloneMB, strings.TrimPrefix(dataset.FlagCloneMB, "--"), 0, fmt.Sprintf("the most one clone or fetch of a dataset's repository may receive, in MiB (0: %d)", d.CloneBytes>>20))
+}
+
+// limits are the flags as dataset.Limits; a negative value is refused.
+func (l datasetLimits) limits() (dataset.Limits, error) {
+	for flag, v := range map[string]int{dataset.FlagFileMB: l.fileMB, dataset.FlagTaskMB: l.taskMB, dataset.FlagEntries: l.entries, dataset.FlagCloneMB: l.cloneMB} {
+		if v < 0 {
+			return dataset.Limits{}, fmt.Errorf("%s must be 0 (the default) or more, not %d", flag, v)
+		}
+	}
+	return dataset.Limits{FileBytes: int64(l.fileMB) << 20, TaskBytes: int64(l.taskMB) << 20, Entries: l.entries, CloneBytes: int64(l.cloneMB) << 20}, nil
+}
+
 // datasetTasks fetches the datasets that --dataset names (NAME@VERSION, or
-// NAME for its newest) from the registry, and returns their task folders in
-// the cache, for troupe run to read as it reads --tasks. Git's own progress
-// goes to progress, nil for none.
-func datasetTasks(ctx context.Context, stderr, progress io.Writer, refs []string, registry string) ([]string, error) {
+// NAME for its newest) from the registry, within the limits, and returns
+// their task folders in the cache, for troupe run to read as it reads
+// --tasks. Git's own progress goes to progress, nil for none.
+func datasetTasks(ctx context.Context, stderr, progress io.Writer, refs []string, registry string, limits dataset.Limits) ([]string, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -144,7 +171,7 @@ func datasetTasks(ctx context.Context, stderr, progress io.Writer, refs []string
 	if err != nil {
 		return nil, err
 	}
-	f := &dataset.Fetcher{Log: stderr, Progress: progress}
+	f := &dataset.Fetcher{Log: stderr, Progress: progress, Limits: limits}
 	var dirs []string
 	var errs []error
 	for _, ref := range refs {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/troupebench/troupe/dataset"
 	"github.com/troupebench/troupe/task"
 )
 
@@ -145,7 +146,7 @@ func TestDatasetsResolveForRun(t *testing.T) {
 		"demo@0.9": {"tasks/hello"},
 	})
 	var stderr bytes.Buffer
-	dirs, err := datasetTasks(t.Context(), &stderr, nil, []string{"demo", "demo@1.0"}, reg)
+	dirs, err := datasetTasks(t.Context(), &stderr, nil, []string{"demo", "demo@1.0"}, reg, dataset.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,10 +169,13 @@ func TestDatasetsRunRefusals(t *testing.T) {
 	files := map[string]string{}
 	harborTask(files, "tasks/hello")
 	files["tasks/broken/task.toml"] = "version = \"1.0\"\n" // and nothing else
+	harborTask(files, "tasks/big")
+	files["tasks/big/environment/blob.bin"] = string(make([]byte, 2<<20))
 	repo, commit := datasetRepo(t, files)
 	reg := datasetRegistry(t, dir, repo, commit, map[string][]string{
 		"terminal-bench@2.0": {"tasks/hello"},
 		"broken@1":           {"tasks/broken"},
+		"big@1":              {"tasks/big"},
 	})
 	for _, tc := range []struct {
 		name string
@@ -190,6 +194,10 @@ func TestDatasetsRunRefusals(t *testing.T) {
 		// the broken one before any container starts.
 		{"a dataset's task is loaded as --tasks loads its own", []string{solo, "--dataset", "broken@1", "--registry", reg}, exitFailed,
 			[]string{filepath.Join(dir, "cache", "troupe", "datasets", "tasks"), "broken/instruction.md"}},
+		{"a file over the limit", []string{solo, "--dataset", "big@1", "--registry", reg, "--dataset-max-file-mb", "1"}, exitFailed,
+			[]string{"tasks/big/environment/blob.bin is 2097152 bytes, over 1 MiB, the limit of a file of a fetched task (--dataset-max-file-mb raises it)"}},
+		{"a negative limit", []string{solo, "--dataset", "big@1", "--registry", reg, "--dataset-max-task-mb", "-1"}, exitFailed,
+			[]string{"--dataset-max-task-mb must be 0 (the default) or more, not -1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := troupe(t, append([]string{"run"}, tc.args...)...)

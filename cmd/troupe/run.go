@@ -51,8 +51,9 @@ type runOptions struct {
 	network      trial.NetworkPolicy
 	record       trial.RecordMode
 	// datasets are --dataset NAME@VERSION, read from registry.
-	datasets []string
-	registry string
+	datasets      []string
+	registry      string
+	datasetLimits datasetLimits
 	// oracle adds the oracle condition (each task's solution/solve.sh);
 	// check reports per task whether it passed (troupe tasks check).
 	oracle, check bool
@@ -158,6 +159,7 @@ run, 2 for a usage error.`,
 	f.StringArrayVar(&opts.tasks, "tasks", nil, "a task folder or a folder of tasks (repeat for more)")
 	f.StringArrayVar(&opts.datasets, "dataset", nil, "a dataset of the registry, NAME@VERSION (NAME alone: its newest), its tasks fetched at their pinned commits (repeat for more; troupe datasets list shows them)")
 	registryFlag(cmd)
+	datasetLimitFlags(cmd, &opts.datasetLimits)
 	f.IntVarP(&opts.attempts, "attempts", "k", 1, "trials per manifest and task")
 	f.IntVarP(&opts.concurrency, "concurrency", "n", 4, "trials running at once")
 	f.StringVarP(&opts.out, "out", "o", "", "the job folder (default jobs/job-<digest of the manifest and task paths>)")
@@ -292,7 +294,11 @@ func runRun(ctx context.Context, a *app, cmd *cobra.Command, opts runOptions, ar
 		conds = append(conds, trial.OracleCondition())
 	}
 	// --dataset's tasks are folders in the cache, read as --tasks reads its own.
-	fetched, err := datasetTasks(ctx, a.stderr, a.progress(), opts.datasets, opts.registry)
+	limits, err := opts.datasetLimits.limits()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	fetched, err := datasetTasks(ctx, a.stderr, a.progress(), opts.datasets, opts.registry, limits)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}

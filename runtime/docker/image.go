@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/pkg/jsonmessage"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/task/taskfs"
 )
 
 // ImageTagPrefix names built task environments: troupe-env:<key>, where the
@@ -134,9 +134,9 @@ func (d *Docker) build(ctx context.Context, dir, name string) (string, image.Ins
 	if !filepath.IsLocal(name) {
 		return "", none, false, fmt.Errorf("docker: %w: the Dockerfile %s is not a file inside %s", ErrImageUnavailable, name, dir)
 	}
-	dockerfile, err := os.ReadFile(filepath.Join(dir, name))
+	dockerfile, err := readDockerfile(dir, name)
 	if err != nil {
-		return "", none, false, fmt.Errorf("docker: %w: %s has no %s", ErrImageUnavailable, dir, name)
+		return "", none, false, fmt.Errorf("docker: %w: %w", ErrImageUnavailable, err)
 	}
 	digest, err := runtime.DirDigest(dir)
 	if err != nil {
@@ -322,15 +322,43 @@ func readBuild(dir string, body io.Reader) error {
 	}
 }
 
-// tarDir writes a build context.
+// maxDockerfile bounds the Dockerfile troupe reads for its cache key.
+const maxDockerfile = 1 << 20
+
+// readDockerfile reads the Dockerfile name of the build context dir,
+// beneath it: not through a link that leaves it.
+func readDockerfile(dir, name string) ([]byte, error) {
+	d, err := taskfs.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("the build context %s: %w", dir, err)
+	}
+	defer d.Close()
+	data, err := d.ReadFile(filepath.ToSlash(name), maxDockerfile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s has no %s", dir, name)
+	}
+	return data, err
+}
+
+// tarDir writes a build context: every file read beneath dir, and links
+// as links. A link that leads out of the context is refused, naming it:
+// the engine would resolve it inside the context anyway, so it could only
+// mean something other than what it says.
 func tarDir(w io.Writer, dir string) error {
+	d, err := taskfs.Open(dir)
+	if err != nil {
+		return fmt.Errorf("the build context %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.CheckLinks("."); err != nil {
+		return fmt.Errorf("the build context %s: %w", dir, err)
+	}
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+	err = d.WalkDir(".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, p)
-		if rel == "." {
+		if p == "." {
 			return nil
 		}
 		info, err := e.Info()
@@ -339,7 +367,7 @@ func tarDir(w io.Writer, dir string) error {
 		}
 		link := ""
 		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
+			if link, err = d.Readlink(p); err != nil {
 				return err
 			}
 		}
@@ -347,23 +375,25 @@ func tarDir(w io.Writer, dir string) error {
 		if err != nil {
 			return err
 		}
-		h.Name = filepath.ToSlash(rel)
+		h.Name = p
+		if !info.Mode().IsRegular() {
+			return tw.WriteHeader(h)
+		}
+		f, err := d.OpenFile(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
-		if info.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(tw, f)
-			f.Close()
-			return err
-		}
-		return nil
+		// The header's size is the one written: a file that grew
+		// since is cut there.
+		_, err = io.CopyN(tw, f, h.Size)
+		return err
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("the build context %s: %w", dir, err)
 	}
 	return tw.Close()
 }

@@ -97,7 +97,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if env == nil {
 		env = childEnv(os.Environ())
 	}
-	tools := &socketServer{srv: newTeamTools(b.member, b.cfg.Version, b.onSent, b.log), dir: b.cfg.Home, log: b.log}
+	tools := &socketServer{dir: b.cfg.Home, log: b.log}
+	tools.srv = newTeamTools(b.member, b.cfg.Version, b.onSent, tools.stranger, b.log)
 	if err := tools.Open(ctx); err != nil {
 		b.report(ctx, fmt.Sprintf("I cannot start: %v", err))
 		return err

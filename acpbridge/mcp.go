@@ -1,6 +1,7 @@
 package acpbridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -27,7 +29,7 @@ const MCPServerName = "troupe-team"
 
 // channel is what the team tools need of the bridge's member.
 type channel interface {
-	Send(ctx context.Context, content string, mentions []string) (*nostr.Event, error)
+	Send(ctx context.Context, content string, mentions []string, extra ...nostr.Tag) (*nostr.Event, error)
 	History() []*nostr.Event
 	Team() *member.Team
 	Self() member.Participant
@@ -47,13 +49,23 @@ type readArgs struct {
 }
 
 // newTeamTools is the MCP server of the team tools; onSent is told of
-// every message sent through it.
-func newTeamTools(ch channel, version string, onSent func(*nostr.Event), log *slog.Logger) *mcp.Server {
+// every message sent through it. stranger, when set, says of a session
+// whether a process other than the bridge's own agent (or its children)
+// holds it: what it sends is marked so in the transcript.
+func newTeamTools(ch channel, version string, onSent func(*nostr.Event), stranger func(*mcp.ServerSession) string, log *slog.Logger) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: MCPServerName, Version: version}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "send_message", Description: "Send a message to the team channel. Only mentioned teammates are woken: give their ids or roles (or \"user\"). The orchestrator ends the trial with a message whose content starts with DONE:."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in sendArgs) (*mcp.CallToolResult, any, error) {
-			ev, err := ch.Send(ctx, in.Content, in.Mentions)
-			log.Info("mcp tool call", "tool", "send_message", "mentions", strings.Join(in.Mentions, ","), "content", clip.Head(in.Content, 300), "failed", err != nil)
+		func(ctx context.Context, req *mcp.CallToolRequest, in sendArgs) (*mcp.CallToolResult, any, error) {
+			var extra []nostr.Tag
+			who := ""
+			if stranger != nil && req != nil {
+				who = stranger(req.Session)
+			}
+			if who != "" {
+				extra = append(extra, nostr.Tag{member.TagForeignSender, who})
+			}
+			ev, err := ch.Send(ctx, in.Content, in.Mentions, extra...)
+			log.Info("mcp tool call", "tool", "send_message", "mentions", strings.Join(in.Mentions, ","), "content", clip.Head(in.Content, 300), "failed", err != nil, "foreign_sender", who)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -114,6 +126,18 @@ type socketServer struct {
 	mu     sync.Mutex
 	closed bool
 	open   map[*mcp.ServerSession]bool
+	// strangers are the sessions held by a process that is not the
+	// bridge's descendant (another agent, with agent_user root), by what
+	// is known of it.
+	strangers map[*mcp.ServerSession]string
+}
+
+// stranger says who holds ss when it is not the bridge's own agent or a
+// child of it; "" when it is.
+func (s *socketServer) stranger(ss *mcp.ServerSession) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.strangers[ss]
 }
 
 // maxSocketPath: a Unix socket's path must fit sockaddr_un.
@@ -121,7 +145,7 @@ const maxSocketPath = 100
 
 // Open makes the folder (mode 0700), listens, and serves until Close.
 func (s *socketServer) Open(ctx context.Context) error {
-	s.open = map[*mcp.ServerSession]bool{}
+	s.open, s.strangers = map[*mcp.ServerSession]bool{}, map[*mcp.ServerSession]string{}
 	tmp, err := os.MkdirTemp(s.dir, ".troupe-acp-")
 	if err == nil && len(filepath.Join(tmp, "mcp.sock")) > maxSocketPath {
 		os.Remove(tmp)
@@ -150,18 +174,37 @@ func (s *socketServer) accept(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		if uid, err := peerUID(conn); err != nil || uid != os.Getuid() {
+		cred, err := peerCred(conn)
+		if err != nil || int(cred.Uid) != os.Getuid() {
+			uid := -1
+			if cred != nil {
+				uid = int(cred.Uid)
+			}
 			s.log.Warn("mcp connection refused: not this agent's uid", "uid", uid, "err", errString(err))
 			conn.Close()
 			continue
 		}
+		// Same uid (agents running as root share it): a process outside
+		// the bridge's own tree is another agent's. It is served, and what
+		// it sends is marked.
+		who := ""
+		if !descendant(int(cred.Pid), os.Getpid()) {
+			who = fmt.Sprintf("pid %d (%s): not a process of this member's agent", cred.Pid, command(int(cred.Pid)))
+			s.log.Warn("mcp connection from a process outside this member's agent", "pid", cred.Pid, "command", command(int(cred.Pid)))
+		}
+		// Held until the session is on record, so that no tool call of
+		// it is served unmarked.
+		s.mu.Lock()
 		ss, err := s.srv.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
 		if err != nil {
+			s.mu.Unlock()
 			s.log.Warn("mcp connection failed", "err", err.Error())
 			conn.Close()
 			continue
 		}
-		s.mu.Lock()
+		if who != "" {
+			s.strangers[ss] = who
+		}
 		if s.closed {
 			s.mu.Unlock()
 			ss.Close()
@@ -173,6 +216,7 @@ func (s *socketServer) accept(ctx context.Context) {
 			ss.Wait()
 			s.mu.Lock()
 			delete(s.open, ss)
+			delete(s.strangers, ss)
 			s.mu.Unlock()
 		})
 	}
@@ -200,25 +244,65 @@ func (s *socketServer) Close() error {
 	return errors.Join(errs...)
 }
 
-// peerUID is the uid of the process at the other end of a Unix socket.
-func peerUID(conn net.Conn) (int, error) {
+// peerCred is who is at the other end of a Unix socket: its uid and pid,
+// as the kernel saw them at connect.
+func peerCred(conn net.Conn) (*unix.Ucred, error) {
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
-		return -1, errors.New("not a Unix socket")
+		return nil, errors.New("not a Unix socket")
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
-		return -1, err
+		return nil, err
 	}
 	if credErr != nil {
-		return -1, credErr
+		return nil, credErr
 	}
-	return int(cred.Uid), nil
+	return cred, nil
+}
+
+// descendant says whether process pid is ancestor or one of its
+// descendants, following parents through /proc.
+func descendant(pid, ancestor int) bool {
+	for range 128 {
+		if pid == ancestor {
+			return true
+		}
+		if pid <= 1 {
+			return false
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			return false
+		}
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) < 2 {
+			return false
+		}
+		if pid, err = strconv.Atoi(f[1]); err != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// command is a process's name, for the record.
+func command(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return "unknown"
+	}
+	return clip.Head(strings.TrimSpace(string(data)), 64)
 }
 
 func errString(err error) string {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -22,17 +23,24 @@ import (
 // fakeChannel is the member as the team tools see it: a team, a history,
 // and the messages sent.
 type fakeChannel struct {
+	mu      sync.Mutex
 	team    member.Team
 	history []*nostr.Event
 	sent    []string
 }
 
-func (f *fakeChannel) Send(ctx context.Context, content string, mentions []string) (*nostr.Event, error) {
+func (f *fakeChannel) Send(ctx context.Context, content string, mentions []string, extra ...nostr.Tag) (*nostr.Event, error) {
 	if _, err := f.team.ResolveMentions(mentions); err != nil {
 		return nil, err
 	}
-	f.sent = append(f.sent, content+" → "+strings.Join(mentions, ","))
-	return &nostr.Event{Content: content}, nil
+	line := content + " → " + strings.Join(mentions, ",")
+	for _, tag := range extra {
+		line += " [" + strings.Join(tag, "=") + "]"
+	}
+	f.mu.Lock()
+	f.sent = append(f.sent, line)
+	f.mu.Unlock()
+	return &nostr.Event{Content: content, Tags: extra}, nil
 }
 
 func (f *fakeChannel) History() []*nostr.Event  { return f.history }
@@ -63,7 +71,7 @@ func TestTeamToolsAgainstAFake(t *testing.T) {
 		ch.history = append(ch.history, &nostr.Event{PubKey: pk("a"), Content: fmt.Sprintf("message %d", i)})
 	}
 	var notified []string
-	srv := newTeamTools(ch, "test", func(ev *nostr.Event) { notified = append(notified, ev.Content) }, slog.New(slog.DiscardHandler))
+	srv := newTeamTools(ch, "test", func(ev *nostr.Event) { notified = append(notified, ev.Content) }, nil, slog.New(slog.DiscardHandler))
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(t.Context(), st, nil)
 	if err != nil {
@@ -157,7 +165,7 @@ func TestSocketRefusesOtherUIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	s := &socketServer{srv: newTeamTools(&fakeChannel{}, "test", func(*nostr.Event) {}, slog.New(slog.DiscardHandler)), dir: open(),
+	s := &socketServer{srv: newTeamTools(&fakeChannel{}, "test", func(*nostr.Event) {}, nil, slog.New(slog.DiscardHandler)), dir: open(),
 		log: slog.New(slog.NewJSONHandler(&logs, nil))}
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)
@@ -180,5 +188,71 @@ func TestSocketRefusesOtherUIDs(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "mcp connection refused: not this agent's uid") || !strings.Contains(logs.String(), `"uid":65534`) {
 		t.Errorf("log: %s", logs.String())
+	}
+}
+
+// TestForeignProcessesAreMarked: a process of the same uid but outside the
+// bridge's own tree (another agent, when agents run as root) that uses the
+// member's MCP socket is served, and what it sends carries the foreign
+// sender tag naming it; the bridge's own agent's messages carry none.
+func TestForeignProcessesAreMarked(t *testing.T) {
+	pk := func(c string) string { return strings.Repeat(c, 64) }
+	ch := &fakeChannel{team: member.Team{Members: []member.Participant{
+		{Pubkey: pk("a"), ID: "lead-1", Role: "lead", Kind: "orchestrator"},
+		{Pubkey: pk("b"), ID: "worker-1", Role: "implementer", Kind: "worker"},
+	}}}
+	var logs syncBuffer
+	s := &socketServer{dir: t.TempDir(), log: slog.New(slog.NewJSONHandler(&logs, nil))}
+	s.srv = newTeamTools(ch, "test", func(*nostr.Event) {}, s.stranger, s.log)
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+	send := func(tr mcp.Transport, content string) {
+		t.Helper()
+		cs, err := client.Connect(t.Context(), tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		if out, failed := toolText(t, cs, "send_message", map[string]any{"content": content, "mentions": []string{"lead-1"}}); failed {
+			t.Fatalf("send_message: %s", out)
+		}
+	}
+	// The bridge's own process (its agent would be a child of it).
+	conn, err := net.Dial("unix", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(&mcp.IOTransport{Reader: conn, Writer: conn}, "from my agent")
+	// Another tree: a process whose parent exited before it connected, so
+	// that it is this test's descendant no more, speaking through pipes.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `exec 3<&0; (sleep 0.5; exec "$0" mcp --socket "$1" <&3 3<&-) & exit 0`, os.Args[0], s.Path())
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	t.Cleanup(func() { inW.Close(); outR.Close() })
+	send(&mcp.IOTransport{Reader: outR, Writer: inW}, "from another agent")
+	ch.mu.Lock()
+	sent := slices.Clone(ch.sent)
+	ch.mu.Unlock()
+	if len(sent) != 2 || sent[0] != "from my agent → lead-1" ||
+		!strings.HasPrefix(sent[1], "from another agent → lead-1 ["+member.TagForeignSender+"=pid ") || !strings.Contains(sent[1], "not a process of this member's agent") {
+		t.Errorf("sent %q, want the second marked as a foreign process's", sent)
+	}
+	if !strings.Contains(logs.String(), "mcp connection from a process outside this member's agent") {
+		t.Errorf("the bridge's log does not say so: %s", logs.String())
 	}
 }

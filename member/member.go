@@ -32,6 +32,11 @@ const (
 	DonePrefix = "DONE:"
 	// HistoryKept is how many channel messages a member remembers.
 	HistoryKept = 200
+	// TagForeignSender marks a message a member's bridge sent for a
+	// process that was not its own agent's (with agents sharing a uid, as
+	// root, another agent can use a member's MCP socket): its value says
+	// what the bridge knew of that process.
+	TagForeignSender = "troupe_foreign_sender"
 )
 
 // Config is what a member needs to take its place in a channel.
@@ -301,9 +306,9 @@ func (m *Member) connectRetrying(ctx context.Context) error {
 }
 
 // Send publishes a channel message with the mentions (teammate ids, roles,
-// "user", or members' keys) resolved to p tags, and returns it once the
-// relay accepted it. An unknown mention sends nothing.
-func (m *Member) Send(ctx context.Context, content string, mentions []string) (*nostr.Event, error) {
+// "user", or members' keys) resolved to p tags, and the extra tags, and
+// returns it once the relay accepted it. An unknown mention sends nothing.
+func (m *Member) Send(ctx context.Context, content string, mentions []string, extra ...nostr.Tag) (*nostr.Event, error) {
 	if strings.TrimSpace(content) == "" {
 		return nil, errors.New("the message is empty")
 	}
@@ -315,6 +320,7 @@ func (m *Member) Send(ctx context.Context, content string, mentions []string) (*
 	for _, pk := range pks {
 		ev.Tags = append(ev.Tags, nostr.Tag{"p", pk})
 	}
+	ev.Tags = append(ev.Tags, extra...)
 	if err := ev.Sign(m.cfg.SecretKey); err != nil {
 		return nil, err
 	}

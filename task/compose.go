@@ -265,7 +265,8 @@ func composeService(taskDir, file string, sc types.ServiceConfig) (Service, []st
 	if main {
 		s.Entrypoint, s.Command, s.WorkDir, s.User = nil, nil, "", ""
 	} else {
-		// deploy.resources.limits wins over the older keys, as in compose.
+		// The older keys or deploy.resources.limits: compose's loader
+		// refuses the two with different values.
 		s.CPUs, s.MemoryMB, s.Pids = float64(sc.CPUS), int64(sc.MemLimit)>>20, sc.PidsLimit
 		if d := sc.Deploy; d != nil && d.Resources.Limits != nil {
 			l := d.Resources.Limits

@@ -106,23 +106,7 @@ func SweepService(ctx context.Context, base Baseline, grace time.Duration) (Repo
 	if len(targets) == 0 {
 		return rep, nil
 	}
-	fds := map[int]int{}
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	for _, p := range targets {
-		fd, err := unix.PidfdOpen(p.PID, 0)
-		if err != nil {
-			continue // gone already
-		}
-		fds[p.PID] = fd
-		if unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0) == nil {
-			rep.Signalled = append(rep.Signalled, p)
-		}
-	}
-	waitExit(ctx, fds, grace)
+	rep.Signalled = terminate(ctx, targets, grace)
 
 	// Freeze, kill what is new, thaw: the CONT is sent whatever happens.
 	if err := unix.Kill(-1, unix.SIGSTOP); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -172,28 +156,6 @@ func killNewcomers(ctx context.Context, rep *Report, newcomers func() ([]Proc, e
 		}
 		if fresh == 0 || ctx.Err() != nil || time.Now().After(deadline) {
 			return nil // what is left is dying: awaitGone waits for it
-		}
-	}
-}
-
-// awaitGone waits up to timeout for every newcomer to be gone, and lists
-// those that are not.
-func awaitGone(ctx context.Context, newcomers func() ([]Proc, error), timeout time.Duration) ([]Proc, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		left, err := newcomers()
-		if err != nil || len(left) == 0 || ctx.Err() != nil || time.Until(deadline) <= 0 {
-			return left, err
-		}
-		fds := make(map[int]int, len(left))
-		for _, p := range left {
-			if fd, err := unix.PidfdOpen(p.PID, 0); err == nil {
-				fds[p.PID] = fd
-			}
-		}
-		waitExit(ctx, fds, min(time.Until(deadline), 100*time.Millisecond))
-		for _, fd := range fds {
-			unix.Close(fd)
 		}
 	}
 }

@@ -182,6 +182,11 @@ type ContainerSpec struct {
 	CPUs     float64
 	MemoryMB int64
 	Pids     int64
+	// StorageMB limits what the container may write to its own
+	// filesystem; zero is no limit. A backend that cannot enforce it
+	// refuses the container rather than ignore it: a trial asks first
+	// (runtime/docker's StorageLimit) and sets it only where it holds.
+	StorageMB int64
 	// Services are started first, in order, on a network of their own
 	// that the container joins as "main" (internal: with no way out;
 	// with NetworkBridge the services, and the container while online,
@@ -338,6 +343,18 @@ type ServiceSpec struct {
 	// DependsOn are the services it starts after, each when its condition
 	// holds.
 	DependsOn []Dependency
+	// CPUs, MemoryMB and Pids limit the service's container as
+	// ContainerSpec's limit the trial's; zero is no limit.
+	CPUs     float64
+	MemoryMB int64
+	Pids     int64
+}
+
+// Sidecar is a started service of a trial container: the container an
+// exec reaches it by.
+type Sidecar struct {
+	Name, ID string
+	Running  bool
 }
 
 // Healthcheck is a service's health test, run by the engine: Test is

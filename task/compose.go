@@ -2,6 +2,7 @@ package task
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,12 @@ type Service struct {
 	WorkDir, User        string
 	Healthcheck          *runtime.Healthcheck
 	DependsOn            []runtime.Dependency
+	// CPUs, MemoryMB and Pids are a sidecar's own limits (cpus, mem_limit,
+	// pids_limit, or deploy.resources.limits); zero is none. The trial
+	// gives it the tighter of these and the task's.
+	CPUs     float64
+	MemoryMB int64
+	Pids     int64
 }
 
 // hostLogs stands for Harbor's HOST_*_PATH variables: the host folders
@@ -200,7 +207,7 @@ var (
 	serviceHonoured = []string{"image", "build", "environment", "env_file", "depends_on"}
 	// honoured for sidecars; the main service is troupe's (its PID 1 is
 	// troupe init, its user and folder the task's).
-	sidecarHonoured = []string{"command", "entrypoint", "working_dir", "user", "healthcheck"}
+	sidecarHonoured = []string{"command", "entrypoint", "working_dir", "user", "healthcheck", "cpus", "mem_limit", "pids_limit", "deploy"}
 	// left out, with a warning: they change nothing a trial relies on, or
 	// are troupe's to decide (names, networks, resources).
 	serviceIgnored = map[string]string{
@@ -259,6 +266,16 @@ func composeService(taskDir, file string, sc types.ServiceConfig) (Service, []st
 	s := Service{Name: name, Image: sc.Image, Entrypoint: sc.Entrypoint, Command: sc.Command, WorkDir: sc.WorkingDir, User: sc.User}
 	if main {
 		s.Entrypoint, s.Command, s.WorkDir, s.User = nil, nil, "", ""
+	} else {
+		// The older keys or deploy.resources.limits: compose's loader
+		// refuses the two with different values.
+		s.CPUs, s.MemoryMB, s.Pids = float64(sc.CPUS), int64(sc.MemLimit)>>20, sc.PidsLimit
+		if d := sc.Deploy; d != nil && d.Resources.Limits != nil {
+			l := d.Resources.Limits
+			s.CPUs = cmp.Or(float64(l.NanoCPUs), s.CPUs)
+			s.MemoryMB = cmp.Or(int64(l.MemoryBytes)>>20, s.MemoryMB)
+			s.Pids = cmp.Or(l.Pids, s.Pids)
+		}
 	}
 	if b := sc.Build; b != nil {
 		if len(b.Args) > 0 || b.Target != "" || len(b.AdditionalContexts) > 0 || b.DockerfileInline != "" {

@@ -271,3 +271,40 @@ func TestComposeUnsetVariable(t *testing.T) {
 		t.Errorf("env %v", env)
 	}
 }
+
+// TestComposeSidecarLimits: a sidecar's own limits are read, from the
+// older keys or deploy's (compose refuses the two with different values), for the trial to apply the tighter
+// of them and the task's; main's stay the task's.
+func TestComposeSidecarLimits(t *testing.T) {
+	dir := composeTask(t, `services:
+  main:
+    image: busybox
+    pids_limit: 7
+  a:
+    image: busybox
+    cpus: 0.5
+    mem_limit: 256m
+    pids_limit: 40
+  b:
+    image: busybox
+    deploy:
+      resources:
+        limits: {cpus: "0.25", memory: 64M, pids: 20}
+`)
+	tk, err := Load(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range append([]Service{tk.Compose.Main}, tk.Compose.Sidecars...) {
+		got[s.Name] = fmt.Sprint(s.CPUs, " ", s.MemoryMB, " ", s.Pids)
+	}
+	for name, want := range map[string]string{"main": "0 0 0", "a": "0.5 256 40", "b": "0.25 64 20"} {
+		if got[name] != want {
+			t.Errorf("%s: cpus, memory_mb, pids %q, want %q", name, got[name], want)
+		}
+	}
+	if w := strings.Join(tk.Warnings, "\n"); strings.Contains(w, "services.a.") || strings.Contains(w, "services.b.") || !strings.Contains(w, "services.main.pids_limit: ignored") {
+		t.Errorf("warnings:\n%s", w)
+	}
+}

@@ -2,11 +2,30 @@ package trial
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
+	"sync"
 
+	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/task"
 )
+
+// sidecarRuntime is a runtime that runs a task's compose services beside
+// the trial container (runtime/docker): the trial lists them to sweep
+// each before the verifier.
+type sidecarRuntime interface {
+	Sidecars(ctx context.Context, id string) ([]runtime.Sidecar, error)
+}
+
+// sidecar is a running service and its processes before the agents
+// started: what its sweep spares.
+type sidecar struct {
+	runtime.Sidecar
+	baseline []byte // inside.Baseline, as troupe sweep --list gave it
+}
 
 // imageSpec is how the trial container's image is made: the compose
 // file's main service when it names an image or a build, else the task's
@@ -42,9 +61,13 @@ func (r *run) services(ctx context.Context) ([]runtime.ServiceSpec, []runtime.De
 		if err != nil {
 			return nil, nil, err
 		}
+		cpus, mem, pids := r.limits()
 		out = append(out, runtime.ServiceSpec{
 			Name: s.Name, Image: img.Ref, Entrypoint: s.Entrypoint, Cmd: s.Command, Env: envList(s.Env),
 			WorkDir: s.WorkDir, User: s.User, Healthcheck: s.Healthcheck, DependsOn: s.DependsOn,
+			// Each service gets the task's limits, or its own where tighter:
+			// an agent that reaches it must not take the machine through it.
+			CPUs: tighter(cpus, s.CPUs), MemoryMB: tighter(mem, s.MemoryMB), Pids: tighter(pids, s.Pids),
 		})
 	}
 	return out, c.Main.DependsOn, nil
@@ -56,4 +79,87 @@ func build(dir, dockerfile string) *runtime.BuildSpec {
 		return nil
 	}
 	return &runtime.BuildSpec{Context: dir, Dockerfile: dockerfile}
+}
+
+// tighter is the smaller of two limits where zero (or less) is none.
+func tighter[T int64 | float64](a, b T) T {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// listSidecars takes each running service's baseline, just before the
+// agents start: the processes its sweep will spare. A service whose
+// processes cannot be listed could not be swept: the trial stops here.
+func (r *run) listSidecars(ctx context.Context) error {
+	if r.spec.Task.Compose == nil || len(r.spec.Task.Compose.Sidecars) == 0 {
+		return nil
+	}
+	rt, ok := r.env.Runtime.(sidecarRuntime)
+	if !ok {
+		return fmt.Errorf("the %s runtime cannot list the task's services, so it could not sweep them before the verifier", r.env.Runtime.Name())
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(callTimeout))
+	defer cancel()
+	list, err := rt.Sidecars(cctx, r.container)
+	if err != nil {
+		return err
+	}
+	for _, sc := range list {
+		if !sc.Running {
+			continue // it ran to completion: nothing of it can run again
+		}
+		out, err := r.execTroupe(cctx, sc.ID, []string{runtime.BinaryPath, "sweep", "--list"}, nil)
+		if err != nil {
+			return fmt.Errorf("service %s: list its processes: %w", sc.Name, err)
+		}
+		r.sidecars = append(r.sidecars, sidecar{Sidecar: sc, baseline: out})
+	}
+	return nil
+}
+
+// sweepSidecars ends, in every service at once, each process that was not
+// there when the agents started (troupe sweep --service), and records
+// what each sweep did. An error means agent code may still run in a
+// service: a sweep failed, or a process survived its KILL.
+func (r *run) sweepSidecars(ctx context.Context) error {
+	if len(r.sidecars) == 0 {
+		return nil
+	}
+	grace := r.env.Limits.SweepGrace
+	wctx, cancel := context.WithTimeout(ctx, grace+r.env.Limits.scale(sweepSlack))
+	defer cancel()
+	reps := make([]ServiceSweep, len(r.sidecars))
+	errs := make([]error, len(r.sidecars))
+	var wg sync.WaitGroup
+	for i, sc := range r.sidecars {
+		wg.Go(func() {
+			reps[i].Service = sc.Name
+			out, err := r.execTroupe(wctx, sc.ID, []string{runtime.BinaryPath, "sweep", "--service", "--grace", grace.String()}, sc.baseline)
+			if err == nil {
+				err = json.Unmarshal(out, &reps[i].Report)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("sweep service %s: %w", sc.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, rep := range reps {
+		if errs[i] != nil {
+			continue
+		}
+		r.res.ServiceSweeps = append(r.res.ServiceSweeps, rep)
+		for _, p := range rep.Signalled {
+			r.log.Info("swept a process of a service", "service", rep.Service, "pid", p.PID, "uid", p.UID, "cmd", clip.Head(p.Cmd, 200), "killed", p.Kill)
+		}
+		if n := len(rep.Survivors); n > 0 {
+			errs[i] = fmt.Errorf("service %s: %d processes survived KILL (first: pid %d, %s): the verifier was not run while agent code may still act", rep.Service, n, rep.Survivors[0].PID, clip.Head(rep.Survivors[0].Cmd, 120))
+		}
+	}
+	return errors.Join(errs...)
 }

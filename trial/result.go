@@ -143,6 +143,15 @@ type Result struct {
 	// TrialBudgetExhausted is set when the trial's max_cost_usd was spent.
 	TrialBudgetExhausted bool           `json:"trial_budget_exhausted,omitempty"`
 	Sweep                *inside.Report `json:"sweep"`
+	// ServiceSweeps are the sweeps of the task's compose services, one a
+	// service that ran: what the agents left there, ended before the
+	// verifier while the service's own processes ran on.
+	ServiceSweeps []ServiceSweep `json:"service_sweeps,omitempty"`
+	// LimitsNotEnforced names the task's limits (storage_mb) that this
+	// runtime could not enforce, as the trial warned before its agents
+	// started; LimitsNote says why.
+	LimitsNotEnforced []string `json:"limits_not_enforced,omitempty"`
+	LimitsNote        string   `json:"limits_note,omitempty"`
 	// RemovedBeforeVerifier lists what the agents left in /tests or
 	// /logs/verifier, removed before the verifier ran.
 	RemovedBeforeVerifier []string `json:"removed_before_verifier,omitempty"`
@@ -169,6 +178,12 @@ type Result struct {
 	// Replay is set when the trial replayed a recorded one: what was
 	// played, and where an agent left its recording.
 	Replay *ReplayRecord `json:"replay,omitempty"`
+}
+
+// ServiceSweep is the sweep of one compose service (a sidecar).
+type ServiceSweep struct {
+	Service string `json:"service"`
+	inside.Report
 }
 
 // Finished reports whether a result is final for resuming: scored trials and

@@ -179,6 +179,8 @@ type Event struct {
 	Reward  *float64        `json:"reward,omitempty"`
 	CostUSD float64         `json:"cost_usd"`
 	Error   string          `json:"error,omitempty"`
+	// Message is a warning's text.
+	Message string `json:"message,omitempty"`
 }
 
 // Event types.
@@ -186,6 +188,9 @@ const (
 	EventStarted  = "trial_started"
 	EventPhase    = "phase"
 	EventFinished = "trial_finished"
+	// EventWarning says, before the agents start, what of the task the
+	// trial cannot give (a limit this runtime cannot enforce).
+	EventWarning = "warning"
 )
 
 // agentRun is one agent of a running trial.
@@ -254,6 +259,9 @@ type run struct {
 	verifier  inside.User
 	// solutionEnv is the oracle's [solution] env, resolved.
 	solutionEnv map[string]string
+	// sidecars are the task's running services, with what their sweep
+	// spares (compose.go).
+	sidecars []sidecar
 }
 
 // Run runs one trial, step by step (docs/run.md), and writes its folder:
@@ -435,6 +443,9 @@ func (r *run) execute(ctx context.Context) Reason {
 	if err := r.healthcheck(ctx); err != nil {
 		return broken(ErrHealthcheck, err)
 	}
+	if err := r.listSidecars(ctx); err != nil {
+		return broken(ErrContainer, err)
+	}
 	endPhase(&r.res.EnvironmentSetup)
 
 	r.phase("agent_setup", &r.res.AgentSetup)
@@ -590,7 +601,7 @@ func (r *run) provision() error {
 // createContainer resolves the image and starts the container with the
 // binary, the agents' secrets and the shared working folder in place.
 func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
-	rt, task, m := r.env.Runtime, r.spec.Task, r.spec.Team.Manifest
+	rt, task := r.env.Runtime, r.spec.Task
 	bctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(task.BuildTimeout))
 	img, err := rt.Image(bctx, imageSpec(task))
 	var services []runtime.ServiceSpec
@@ -614,20 +625,13 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	}
 	spec := runtime.ContainerSpec{
 		Image: r.img.Ref, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
-		Labels:  map[string]string{runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id},
-		Env:     containerEnv(task),
-		Network: r.containerNetwork(), CPUs: task.CPUs, MemoryMB: task.MemoryMB, Pids: defaultPids,
+		Labels:   map[string]string{runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id},
+		Env:      containerEnv(task),
+		Network:  r.containerNetwork(),
 		Services: services, DependsOn: dependsOn,
+		StorageMB: r.storageLimit(ctx, r.img.Ref),
 	}
-	if v := m.Environment.OverrideCPUs; v != nil {
-		spec.CPUs = float64(*v)
-	}
-	if v := m.Environment.OverrideMemoryMB; v != nil {
-		spec.MemoryMB = *v
-	}
-	if v := m.Environment.OverridePids; v != nil {
-		spec.Pids = *v
-	}
+	spec.CPUs, spec.MemoryMB, spec.Pids = r.limits()
 	// A create is not interrupted: cancelled in flight, the engine may still
 	// make the container after the client stopped listening, leaving one
 	// nobody knows the id of. It is quick; the cancellation is seen after.
@@ -990,6 +994,9 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	var sweepErr error
 	if r.container != "" && len(r.agents) > 0 && r.agents[0].proc != nil {
 		sweepErr = r.sweep(cctx)
+		// Then the services: the agents' own processes are gone, so none
+		// can start another there while they are swept.
+		sweepErr = errors.Join(sweepErr, r.sweepSidecars(cctx))
 		r.log.Info("swept", "ok", sweepErr == nil)
 	}
 	r.stopWatchers()
@@ -1108,9 +1115,16 @@ func (r *run) execCall(ctx context.Context, id, name, arg string) ([]byte, error
 }
 
 func (r *run) execCallIn(ctx context.Context, id, name, arg string, in []byte) ([]byte, error) {
+	return r.execTroupe(ctx, id, []string{runtime.BinaryPath, "call", name, arg}, in)
+}
+
+// execTroupe runs troupe's binary as root in a container of the trial
+// (the trial's, a service's or an install's) with in on its standard
+// input, and returns its standard output.
+func (r *run) execTroupe(ctx context.Context, id string, cmd []string, in []byte) ([]byte, error) {
 	var out, errOut bytes.Buffer
 	p, err := r.env.Runtime.Exec(ctx, id, runtime.ExecSpec{
-		Cmd: []string{runtime.BinaryPath, "call", name, arg}, User: "0:0", Stdin: true, Stdout: &out, Stderr: &errOut,
+		Cmd: cmd, User: "0:0", Stdin: true, Stdout: &out, Stderr: &errOut,
 	})
 	if err != nil {
 		return nil, err
@@ -1125,9 +1139,9 @@ func (r *run) execCallIn(ctx context.Context, id, name, arg string, in []byte) (
 	case err != nil:
 		return nil, err
 	case code != 0:
-		return nil, fmt.Errorf("troupe call %s: exit %d: %s", name, code, strings.TrimSpace(errOut.String()))
+		return nil, fmt.Errorf("troupe %s: exit %d: %s", strings.Join(cmd[1:], " "), code, clip.Head(strings.TrimSpace(errOut.String()), 600))
 	case werr != nil:
-		return nil, fmt.Errorf("troupe call %s: send its input: %w", name, werr)
+		return nil, fmt.Errorf("troupe %s: send its input: %w", strings.Join(cmd[1:], " "), werr)
 	}
 	return out.Bytes(), nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -49,6 +50,7 @@ host's network namespace with NET_ADMIN, before a trial first gets a network.`,
 
 func newSweepCmd(a *app) *cobra.Command {
 	var grace time.Duration
+	var list, service bool
 	cmd := &cobra.Command{
 		Use:   "sweep",
 		Short: "End every process in the container but PID 1; print JSON",
@@ -56,21 +58,44 @@ func newSweepCmd(a *app) *cobra.Command {
 itself, wait up to --grace for them to exit, then KILL every process of the container at
 once (kill -1, which no fork can escape), and print a JSON report: which processes were
 signalled, which needed KILL, and which survived even that. It refuses to run unless
-PID 1 is troupe init: on a host it would end every process the user may signal.`,
+PID 1 is troupe init: on a host it would end every process the user may signal.
+
+In a task's compose service, whose first process is the service's own: --list prints the
+processes there now (the baseline, taken before the agents start), and --service reads a
+baseline on standard input and ends every process not in it: TERM, --grace, then STOP to
+every process at once, KILL to each newcomer, CONT to every process; the service runs on.
+Both refuse to run on a host or in a trial container.`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := inside.Undumpable(); err != nil {
 				return err
 			}
-			rep, err := inside.Sweep(cmd.Context(), grace)
+			var v any
+			var err error
+			switch {
+			case list && service:
+				return &usageError{command: cmd.CommandPath(), err: errors.New("--list and --service are two steps: give one")}
+			case list:
+				v, err = inside.ListService()
+			case service:
+				var base inside.Baseline
+				if err := json.NewDecoder(io.LimitReader(cmd.InOrStdin(), 1<<20)).Decode(&base); err != nil {
+					return fmt.Errorf("sweep --service: read the baseline: %w", err)
+				}
+				v, err = inside.SweepService(cmd.Context(), base, grace)
+			default:
+				v, err = inside.Sweep(cmd.Context(), grace)
+			}
 			if err != nil {
 				return err
 			}
-			return json.NewEncoder(a.raw.stdout).Encode(rep)
+			return json.NewEncoder(a.raw.stdout).Encode(v)
 		},
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 5*time.Second, "how long processes get to exit after TERM")
+	cmd.Flags().BoolVar(&list, "list", false, "in a compose service: list its processes, the baseline --service spares")
+	cmd.Flags().BoolVar(&service, "service", false, "in a compose service: end every process not in the baseline on standard input")
 	return cmd
 }
 

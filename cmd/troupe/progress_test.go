@@ -43,3 +43,18 @@ func TestProgressKeepsTheWholeError(t *testing.T) {
 		t.Errorf("a further line of the error is not indented:\n%s", out.String())
 	}
 }
+
+// A trial's warning (a limit the engine cannot enforce) is shown before the
+// trial ends, once however many trials give it.
+func TestProgressShowsEachWarningOnce(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&app{stderr: &out}, false)
+	msg := "storage_mb = 64 is not enforced: the engine cannot limit a container's storage"
+	for _, name := range []string{"a", "b"} {
+		p.trial(trial.Event{Type: trial.EventStarted, Trial: name})
+		p.trial(trial.Event{Type: trial.EventWarning, Trial: name, Message: msg})
+	}
+	if got := strings.Count(out.String(), "warning: a: "+msg); got != 1 || strings.Contains(out.String(), "warning: b:") {
+		t.Errorf("the warning is shown %d times (want once, for the first trial):\n%s", got, out.String())
+	}
+}

@@ -676,10 +676,12 @@ type progress struct {
 	outcomes map[string]outcome.Outcome
 	cost     float64
 	drawn    bool
+	// warned holds the warnings shown: every trial of a task gives the same.
+	warned map[string]bool
 }
 
 func newProgress(a *app, asJSON bool) *progress {
-	p := &progress{w: a.raw.stderr, running: map[string]bool{}, outcomes: map[string]outcome.Outcome{}}
+	p := &progress{w: a.raw.stderr, running: map[string]bool{}, outcomes: map[string]outcome.Outcome{}, warned: map[string]bool{}}
 	if asJSON {
 		p.json = json.NewEncoder(a.raw.stdout)
 	} else if f, ok := a.raw.stderr.(*os.File); ok {
@@ -717,6 +719,11 @@ func (p *progress) trial(e trial.Event) {
 	switch e.Type {
 	case trial.EventStarted:
 		p.running[e.Trial] = true
+	case trial.EventWarning:
+		if !p.warned[e.Message] {
+			p.warned[e.Message] = true
+			p.line(fmt.Sprintf("warning: %s: %s", e.Trial, e.Message))
+		}
 	case trial.EventFinished:
 		delete(p.running, e.Trial)
 		p.outcomes[e.Trial] = e.Outcome

@@ -65,7 +65,21 @@ func (d *Docker) startServices(ctx context.Context, name string, labels map[stri
 		if h := svc.Healthcheck; h != nil {
 			cfg.Healthcheck = &container.HealthConfig{Test: h.Test, Interval: h.Interval, Timeout: h.Timeout, StartPeriod: h.StartPeriod, Retries: h.Retries}
 		}
-		host := &container.HostConfig{NetworkMode: container.NetworkMode(s.netName), SecurityOpt: []string{"no-new-privileges:true"}}
+		host := &container.HostConfig{NetworkMode: container.NetworkMode(s.netName), SecurityOpt: []string{"no-new-privileges:true"},
+			Resources: container.Resources{NanoCPUs: int64(svc.CPUs * 1e9), Memory: svc.MemoryMB << 20}}
+		if svc.Pids > 0 {
+			pids := svc.Pids
+			host.Resources.PidsLimit = &pids
+		}
+		if spec.Binary != nil {
+			// troupe's binary, read-only, as in the trial container: the
+			// sweep runs from it (troupe sweep --service).
+			m, err := d.binaryMount(ctx, spec.Binary, svc.Image)
+			if err != nil {
+				return s, fmt.Errorf("docker: service %s: %w", svc.Name, err)
+			}
+			host.Mounts = append(host.Mounts, m)
+		}
 		netConfig := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.netName: {Aliases: []string{svc.Name}}}}
 		created, err := d.cli.ContainerCreate(ctx, cfg, host, netConfig, nil, name+"-"+sanitize(svc.Name))
 		if err != nil {
@@ -204,7 +218,29 @@ func (d *Docker) removeServices(ctx context.Context, ids []string, netID string)
 	return errors.Join(errs...)
 }
 
-// cleanup removes what a failed Create made.
+// Sidecars lists the services started with trial container id, in the
+// order they started, and whether each still runs: a trial sweeps each
+// before its verifier.
+func (d *Docker) Sidecars(ctx context.Context, id string) ([]runtime.Sidecar, error) {
+	info, err := d.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("docker: list the services of %s: %w", short(id), err)
+	}
+	var out []runtime.Sidecar
+	for sid := range strings.SplitSeq(info.Config.Labels[labelServices], ",") {
+		if sid == "" {
+			continue
+		}
+		svc, err := d.cli.ContainerInspect(ctx, sid)
+		if err != nil {
+			return out, fmt.Errorf("docker: service container %s: %w", short(sid), err)
+		}
+		out = append(out, runtime.Sidecar{Name: svc.Config.Labels[LabelService], ID: sid, Running: svc.State != nil && svc.State.Running})
+	}
+	return out, nil
+}
+
+// list is the services' container ids, in the order they started.
 func (s *services) list() []string {
 	var ids []string
 	for _, name := range s.order {

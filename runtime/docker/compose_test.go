@@ -1,13 +1,18 @@
 package docker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/runtime/runtimetest"
 )
 
@@ -128,5 +133,80 @@ func TestServiceFailures(t *testing.T) {
 				t.Errorf("left behind: %v", rs)
 			}
 		})
+	}
+}
+
+// TestServiceLimitsAndSweep: a sidecar runs with the limits its spec gives
+// (Docker set none before) and troupe's binary mounted read-only; troupe
+// sweep --service ends what started in it after its baseline (a loop that
+// ignores TERM, in a session of its own) and spares its own process.
+func TestServiceLimitsAndSweep(t *testing.T) {
+	d := newDocker(t)
+	ctx := context.Background()
+	label := map[string]string{runtime.LabelTrial: "service-limits"}
+	id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{
+		Labels: label, Binary: testBinary, Entrypoint: []string{runtime.BinaryPath, "init"},
+		Services: []runtime.ServiceSpec{{Name: "svc", Image: testImage, Cmd: []string{"sleep", "3600"}, CPUs: 0.5, MemoryMB: 64, Pids: 32}},
+	})
+	sidecars, err := d.Sidecars(ctx, id)
+	if err != nil || len(sidecars) != 1 || sidecars[0].Name != "svc" || !sidecars[0].Running {
+		t.Fatalf("sidecars %+v: %v", sidecars, err)
+	}
+	svc := sidecars[0].ID
+	info, err := d.cli.ContainerInspect(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := info.HostConfig
+	if hc.PidsLimit == nil || *hc.PidsLimit != 32 || hc.Memory != 64<<20 || hc.NanoCPUs != 5e8 {
+		t.Errorf("sidecar limits: pids %v, memory %d, nano-cpus %d; want 32, %d, %d", hc.PidsLimit, hc.Memory, hc.NanoCPUs, 64<<20, int64(5e8))
+	}
+	if len(hc.Mounts) != 1 || hc.Mounts[0].Target != path.Dir(runtime.BinaryPath) || !hc.Mounts[0].ReadOnly {
+		t.Errorf("sidecar mounts %+v: want troupe's binary, read-only", hc.Mounts)
+	}
+
+	base, code, err := runtimetest.Exec(t, d, svc, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--list"}, User: "0:0"})
+	if err != nil || code != 0 {
+		t.Fatalf("sweep --list: %d %v %s", code, err, base)
+	}
+	shell(t, d, svc, `setsid sh -c 'trap "" TERM; while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 & exit 0`)
+	var out, errOut bytes.Buffer
+	p, err := d.Exec(ctx, svc, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--service", "--grace", "500ms"}, User: "0:0", Stdin: true, Stdout: &out, Stderr: &errOut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Stdin().Write([]byte(base))
+	p.Stdin().Close()
+	if code, err := p.Wait(ctx); err != nil || code != 0 {
+		t.Fatalf("sweep --service: %d %v %s", code, err, errOut.String())
+	}
+	var rep inside.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("report %q: %v", out.String(), err)
+	}
+	loop := slices.ContainsFunc(rep.Signalled, func(p inside.Proc) bool { return p.Kill && strings.Contains(p.Cmd, "trap") })
+	spared := !slices.ContainsFunc(rep.Signalled, func(p inside.Proc) bool { return p.PID == 1 || strings.Contains(p.Cmd, "3600") })
+	if !loop || !spared || len(rep.Survivors) != 0 {
+		t.Errorf("sweep report %+v: want the loop killed, sleep 3600 spared, no survivor", rep)
+	}
+	ps, _ := shell(t, d, svc, "ps -o pid,stat,args")
+	for line := range strings.Lines(ps) {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] == "PID" || strings.Contains(line, "ps -o") {
+			continue
+		}
+		// A zombie runs nothing: the killed loop stays one, since the
+		// service's PID 1 (sleep) reaps no child.
+		if f[0] != "1" && !strings.HasPrefix(f[1], "Z") {
+			t.Errorf("process left in the sidecar after its sweep: %s", line)
+		}
+		if strings.HasPrefix(f[1], "T") {
+			t.Errorf("process left stopped: %s", line)
+		}
+	}
+	// On the trial container, the service sweep refuses: its sweep is troupe sweep.
+	if _, code, _ := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--list"}, User: "0:0"}); code == 0 {
+		t.Error("sweep --list ran in the trial container")
 	}
 }

@@ -63,6 +63,7 @@ type Docker struct {
 	bins    binaryVolumes
 	jobNets jobNetworks
 	fence   hostFence
+	storage storageProbe
 }
 
 var _ runtime.Runtime = (*Docker)(nil)
@@ -176,6 +177,9 @@ func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string
 	if spec.Pids > 0 {
 		pids := spec.Pids
 		host.Resources.PidsLimit = &pids
+	}
+	if spec.StorageMB > 0 {
+		host.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", spec.StorageMB)}
 	}
 	if spec.Binary != nil {
 		m, err := d.binaryMount(ctx, spec.Binary, spec.Image)

@@ -137,23 +137,7 @@ func Sweep(ctx context.Context, grace time.Duration) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	fds := map[int]int{}
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	for _, p := range targets {
-		fd, err := unix.PidfdOpen(p.PID, 0)
-		if err != nil {
-			continue // gone already
-		}
-		fds[p.PID] = fd
-		if unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0) == nil {
-			rep.Signalled = append(rep.Signalled, p)
-		}
-	}
-	waitExit(ctx, fds, grace)
+	rep.Signalled = terminate(ctx, targets, grace)
 	left, err := live(self)
 	if err != nil {
 		return rep, err
@@ -173,22 +157,46 @@ func Sweep(ctx context.Context, grace time.Duration) (Report, error) {
 	if err := unix.Kill(-1, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		return rep, fmt.Errorf("sweep: kill every process: %w", err)
 	}
-	rep.Survivors, err = awaitKilled(ctx, self, killTimeout)
+	rep.Survivors, err = awaitGone(ctx, func() ([]Proc, error) { return live(self) }, killTimeout)
 	rep.bound()
 	return rep, err
 }
 
-// awaitKilled waits up to timeout for every process the KILL reached to be
-// gone, and lists those that are not. It lists the container again rather
+// terminate sends TERM to each process and waits up to grace for them to
+// exit, on pidfds; it returns those it signalled.
+func terminate(ctx context.Context, targets []Proc, grace time.Duration) []Proc {
+	var signalled []Proc
+	fds := map[int]int{}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, p := range targets {
+		fd, err := unix.PidfdOpen(p.PID, 0)
+		if err != nil {
+			continue // gone already
+		}
+		fds[p.PID] = fd
+		if unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0) == nil {
+			signalled = append(signalled, p)
+		}
+	}
+	waitExit(ctx, fds, grace)
+	return signalled
+}
+
+// awaitGone waits up to timeout for every process that list lists to be
+// gone, and returns those that are not. It lists again each round rather
 // than waiting on the list taken before the KILL: a process that a chain
 // started between that list and the KILL got the KILL too, but is not on
 // it, and may still be dying when the KILL returns. Each round opens its
 // own pidfds, so a PID reused since an earlier list is waited for as the
 // process it now is.
-func awaitKilled(ctx context.Context, self int, timeout time.Duration) ([]Proc, error) {
+func awaitGone(ctx context.Context, list func() ([]Proc, error), timeout time.Duration) ([]Proc, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		left, err := live(self)
+		left, err := list()
 		if err != nil || len(left) == 0 || ctx.Err() != nil || time.Until(deadline) <= 0 {
 			return left, err
 		}

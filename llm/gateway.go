@@ -414,7 +414,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	if st.trial.isFrozen() { // before a replay takes the call from its recording
+	if st.ended() { // before a replay takes the call from its recording
 		c.refuseEnded(w)
 		return
 	}
@@ -426,7 +426,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	refusal, frozen := st.admit()
-	if frozen {
+	if frozen && refusal == nil {
 		c.refuseEnded(w)
 		return
 	}

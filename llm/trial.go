@@ -260,10 +260,13 @@ func (t *Trial) Freeze(cause string) Frozen {
 	return *t.frozen
 }
 
-func (t *Trial) isFrozen() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.frozen != nil
+// ended says whether the agent's call is to be refused as trial_ended:
+// the trial is frozen, and no spent budget refuses it first.
+func (st *agentState) ended() bool {
+	st.trial.mu.Lock()
+	defer st.trial.mu.Unlock()
+	refusal, frozen := st.refusal()
+	return frozen && refusal == nil
 }
 
 // settlePoll is how often Settle looks at the calls in flight.
@@ -401,23 +404,30 @@ func (t *Trial) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("id", t.spec.ID), slog.Any("agents", slices.Sorted(maps.Keys(t.agents))))
 }
 
+// refusal says why the agent's next call is refused, if it is: a spent
+// budget, the trial's or the agent's (named first, for it says more), or
+// the frozen trial. t.mu is held.
+func (st *agentState) refusal() (refusal *BudgetExceededError, frozen bool) {
+	t := st.trial
+	if e := t.exhausted; e != nil {
+		return &BudgetExceededError{Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}, false
+	}
+	if e := st.exhausted; e != nil {
+		return &BudgetExceededError{Agent: st.spec.ID, Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}, false
+	}
+	return nil, t.frozen != nil
+}
+
 // admit counts a call against the budgets before it is forwarded, or says
-// why it is refused: the trial is frozen (frozen true), or a budget is
-// spent. A call is counted when admitted, so concurrent calls cannot exceed
+// why it is refused (see refusal). A call is counted when admitted, so concurrent calls cannot exceed
 // max_calls, and the call that reaches max_calls marks it spent at once
 // (and runs): an agent that stops at its limit is known to have spent it.
 func (st *agentState) admit() (refusal *BudgetExceededError, frozen bool) {
 	t := st.trial
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.frozen != nil {
-		return nil, true
-	}
-	if e := t.exhausted; e != nil {
-		return &BudgetExceededError{Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}, false
-	}
-	if e := st.exhausted; e != nil {
-		return &BudgetExceededError{Agent: st.spec.ID, Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}, false
+	if refusal, frozen = st.refusal(); refusal != nil || frozen {
+		return refusal, frozen
 	}
 	st.totals.Calls++
 	t.total.Calls++

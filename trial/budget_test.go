@@ -115,8 +115,8 @@ func TestWorkerMaxCallsIsRecorded(t *testing.T) {
 			t.Errorf("run %d: lead %+v, worker %+v", run, lead, worker)
 		}
 		got := checkAgrees(t, res, dir)
-		if got["lead"].Uncounted != 1 {
-			t.Errorf("run %d: the lead's call after its DONE: is metered %d times as uncounted, want 1", run, got["lead"].Uncounted)
+		if got[lead.ID].Uncounted != 1 {
+			t.Errorf("run %d: the lead's call after its DONE: is metered %d times as uncounted, want 1", run, got[lead.ID].Uncounted)
 		}
 		if first == nil {
 			first, firstRes = got, res

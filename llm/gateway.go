@@ -430,7 +430,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.refuseEnded(w)
 		return
 	}
-	c.admitted = true
+	c.admitted = refusal == nil
 	if refusal != nil {
 		c.status, c.errClass, c.errMsg = http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error()
 		// A spent budget stays spent: both official SDKs would otherwise

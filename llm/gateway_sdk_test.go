@@ -191,7 +191,7 @@ func TestBudgets(t *testing.T) {
 		t.Errorf("exhaustion %+v", e)
 	}
 	recs := f.records(t, "calls-1")
-	if last := recs[len(recs)-1]; last.ErrorClass != ClassBudgetExhausted || last.Status != 429 || last.CostUSD != 0 {
+	if last := recs[len(recs)-1]; last.ErrorClass != ClassBudgetExhausted || last.Status != 429 || last.CostUSD != 0 || !last.Uncounted || recs[0].Uncounted {
 		t.Errorf("refusal record %+v", last)
 	}
 

@@ -204,9 +204,9 @@ func TestFreezeSettlesCallsInFlight(t *testing.T) {
 	if got := f.up.calls.Load(); got != 1 {
 		t.Errorf("the upstream saw %d calls; the one after the freeze must not be forwarded", got)
 	}
-	recs := f.records(t, "lead-1")
-	if len(recs) != 2 || recs[0].Uncounted || recs[0].CostUSD != wantCost || recs[0].ErrorClass != "" ||
-		!recs[1].Uncounted || recs[1].ErrorClass != ClassTrialEnded || recs[1].Status != http.StatusGone {
+	recs := f.records(t, "lead-1") // in the order the calls ended: the refused one first
+	if len(recs) != 2 || recs[1].Uncounted || recs[1].CostUSD != wantCost || recs[1].ErrorClass != "" ||
+		!recs[0].Uncounted || recs[0].ErrorClass != ClassTrialEnded || recs[0].Status != http.StatusGone {
 		t.Errorf("lead-1's records %+v", recs)
 	}
 	if hung := f.records(t, "hang-1"); len(hung) != 1 || hung[0].ErrorClass != ClassDisconnect || hung[0].Uncounted {

@@ -256,6 +256,16 @@ func (a *Agent) send(ctx context.Context, content string, mentions []string) err
 // fail reports an unrecoverable model failure in the channel, then stops
 // taking turns: an idle agent is better than one spinning on errors.
 func (a *Agent) fail(ctx context.Context, err error) {
+	if _, ended := errors.AsType[*errEnded](err); ended {
+		// The trial is over: nobody is left to tell, and a message now
+		// would only race the sweep into the transcript.
+		a.log.Info("the trial has ended: no more model calls", "err", err.Error())
+		a.mu.Lock()
+		a.idle = true
+		a.queue = nil
+		a.mu.Unlock()
+		return
+	}
 	what := "my model call failed"
 	if _, ok := errors.AsType[*errBudget](err); ok {
 		what = "my budget is exhausted"

@@ -66,6 +66,12 @@ type errBudget struct{ msg string }
 
 func (e *errBudget) Error() string { return e.msg }
 
+// errEnded is the gateway's trial_ended refusal: the trial has ended, and
+// the call is neither retried nor reported to the team.
+type errEnded struct{ msg string }
+
+func (e *errEnded) Error() string { return e.msg }
+
 // llmClient calls /chat/completions of an OpenAI-compatible endpoint.
 type llmClient struct {
 	base, token, model string
@@ -97,7 +103,8 @@ func (c *llmClient) chat(ctx context.Context, msgs []message, tools []toolSpec) 
 			return resp, nil
 		}
 		last = err
-		if _, spent := errors.AsType[*errBudget](err); spent || ctx.Err() != nil || !retryable(status) || attempt == maxAttempts {
+		_, spent := errors.AsType[*errBudget](err)
+		if _, ended := errors.AsType[*errEnded](err); spent || ended || ctx.Err() != nil || !retryable(status) || attempt == maxAttempts {
 			return nil, err
 		}
 		wait := retryAfter
@@ -225,6 +232,9 @@ func decodeAnswer(status int, retryAfterHeader string, data []byte) (*chatRespon
 		}
 		if e.Error.Type == "budget_exhausted" || e.Error.Code == "budget_exhausted" {
 			return nil, status, 0, &errBudget{msg: msg}
+		}
+		if e.Error.Type == "trial_ended" {
+			return nil, status, 0, &errEnded{msg: msg}
 		}
 		return nil, status, retryAfter(retryAfterHeader), fmt.Errorf("model call: %d %s", status, msg)
 	}

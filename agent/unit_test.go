@@ -102,6 +102,7 @@ func TestDecodeAnswer(t *testing.T) {
 		header string
 		body   string
 		budget bool
+		ended  bool
 		wait   time.Duration
 		err    string
 	}{
@@ -111,11 +112,16 @@ func TestDecodeAnswer(t *testing.T) {
 		{status: 429, header: "7", body: `{"error":{"message":"slow down","type":"rate_limit"}}`, wait: 7 * time.Second, err: "429 slow down"},
 		{status: 429, body: `{"error":{"message":"max_calls spent","type":"budget_exhausted"}}`, budget: true},
 		{status: 429, body: `{"error":{"message":"spent","code":"budget_exhausted"}}`, budget: true},
+		{status: 410, body: `{"error":{"message":"the trial has ended","type":"trial_ended"}}`, ended: true},
 		{status: 503, body: "upstream down", err: "503 upstream down"},
 	} {
 		resp, status, wait, err := decodeAnswer(tc.status, tc.header, []byte(tc.body))
 		_, budget := errors.AsType[*errBudget](err)
+		_, ended := errors.AsType[*errEnded](err)
 		switch {
+		case ended != tc.ended:
+			t.Errorf("%s: %v: a trial_ended refusal %v, want %v", tc.body, err, ended, tc.ended)
+		case tc.ended:
 		case tc.budget:
 			if !budget {
 				t.Errorf("%s: %v, want a budget refusal", tc.body, err)

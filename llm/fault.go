@@ -84,6 +84,7 @@ func (f *faultState) apply(w http.ResponseWriter, c *call) bool {
 		}
 	}
 	if f.Hang {
+		c.held.Store(true)
 		<-c.ctx.Done()
 		c.gone(w, "on a call hung by an injected fault")
 		return false

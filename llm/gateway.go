@@ -232,6 +232,13 @@ type call struct {
 	cancel   context.CancelCauseFunc
 	mock     bool
 	answered atomic.Bool // the upstream's response headers are in
+	// held marks a call waiting with no end in sight (a scripted or
+	// injected hang, a replay holding it past its recording): Settle cuts
+	// it at once.
+	held atomic.Bool
+	// admitted: counted against the budgets. A call that is not is
+	// metered as uncounted.
+	admitted bool
 
 	mu    sync.Mutex // guards drain and over
 	drain *time.Timer
@@ -318,6 +325,16 @@ func (c *call) release() {
 	c.cancel(nil)
 }
 
+// refuseEnded refuses a call that arrives after its trial's end decision
+// (Trial.Freeze): 410 with error type trial_ended, which neither official
+// SDK retries, nor the reference agent.
+func (c *call) refuseEnded(w http.ResponseWriter) {
+	c.status, c.errClass = http.StatusGone, ClassTrialEnded
+	c.errMsg = "the trial has ended: troupe's gateway takes no more calls for it"
+	w.Header().Set("X-Should-Retry", "false")
+	writeError(w, c.api, c.status, ClassTrialEnded, c.errMsg)
+}
+
 // gone records a call ended before it was forwarded or answered, and
 // tells the agent why, in case it is still there (its trial ended).
 func (c *call) gone(w http.ResponseWriter, where string) {
@@ -397,6 +414,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
+	if st.ended() { // before a replay takes the call from its recording
+		c.refuseEnded(w)
+		return
+	}
 	if c.countTokens { // free: not counted against the budgets, not disturbed
 		g.forward(w, r, c, body)
 		return
@@ -404,7 +425,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st.replay != nil && !g.replayCall(w, c, body) {
 		return
 	}
-	if refusal := st.admit(); refusal != nil {
+	refusal, frozen := st.admit()
+	if frozen && refusal == nil {
+		c.refuseEnded(w)
+		return
+	}
+	c.admitted = refusal == nil
+	if refusal != nil {
 		c.status, c.errClass, c.errMsg = http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error()
 		// A spent budget stays spent: both official SDKs would otherwise
 		// retry a 429, to be refused again.
@@ -713,7 +740,7 @@ func (g *Gateway) finish(c *call) {
 		Time: c.start.UTC(), Trial: st.trial.spec.ID, Agent: st.spec.ID, Endpoint: st.endpoint.Name,
 		Model: st.endpoint.Model, API: c.api, Stream: c.stream, Status: c.status,
 		LatencyMS: ms(end.Sub(c.start)), ErrorClass: c.errClass, Error: c.errMsg, RetryAfter: c.retryAfter, Fault: c.fault,
-		Asked: c.asked, Replayed: c.replayed != nil,
+		Asked: c.asked, Replayed: c.replayed != nil, Uncounted: !c.admitted,
 	}
 	if !c.firstByte.IsZero() {
 		r.TTFBMS = ms(c.firstByte.Sub(c.start))
@@ -738,7 +765,7 @@ func (g *Gateway) finish(c *call) {
 		st.countReplay(c, r.CostUSD)
 		st.trial.mu.Unlock()
 	}
-	if st.spec.Conversation != nil {
+	if st.spec.Conversation != nil && c.errClass != ClassTrialEnded { // after the trial: no part of it
 		st.trial.mu.Lock()
 		st.recordConversation(c)
 		st.trial.mu.Unlock()

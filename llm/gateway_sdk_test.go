@@ -191,7 +191,7 @@ func TestBudgets(t *testing.T) {
 		t.Errorf("exhaustion %+v", e)
 	}
 	recs := f.records(t, "calls-1")
-	if last := recs[len(recs)-1]; last.ErrorClass != ClassBudgetExhausted || last.Status != 429 || last.CostUSD != 0 {
+	if last := recs[len(recs)-1]; last.ErrorClass != ClassBudgetExhausted || last.Status != 429 || last.CostUSD != 0 || !last.Uncounted || recs[0].Uncounted {
 		t.Errorf("refusal record %+v", last)
 	}
 
@@ -231,20 +231,19 @@ func TestTrialCostCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Crossing the cap is not yet the end: the agents have the answers of
-	// the calls that crossed it, and may act on them.
+	// The cap is reported the moment the call that crosses it completes.
 	select {
 	case e := <-trial.Exhausted():
-		t.Fatalf("exhaustion %+v reported before a call was refused", e)
+		if e.Agent != "" || e.Budget != "max_cost_usd" || math.Abs(e.Spent-2*wantCost) > 1e-12 {
+			t.Errorf("exhaustion %+v", e)
+		}
 	default:
+		t.Fatal("the trial's spent cap was not reported when it was spent")
 	}
 	c := openai.NewClient(option.WithBaseURL(g.URL()+"/v1/"), option.WithAPIKey(trial.Token("a-1").Reveal()), option.WithMaxRetries(0))
 	_, err = c.Chat.Completions.New(t.Context(), chatParams)
 	if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 429 || !strings.Contains(oerr.Message, "the trial's max_cost_usd") {
 		t.Errorf("call after the trial's cap: %v", err)
-	}
-	if e := <-trial.Exhausted(); e.Agent != "" || e.Budget != "max_cost_usd" || math.Abs(e.Spent-2*wantCost) > 1e-12 {
-		t.Errorf("exhaustion %+v", e)
 	}
 }
 

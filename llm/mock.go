@@ -52,6 +52,7 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if step.Hang {
+		c.held.Store(true)
 		<-r.Context().Done()
 		return nil, r.Context().Err()
 	}

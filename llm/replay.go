@@ -305,6 +305,8 @@ func (g *Gateway) replayCall(w http.ResponseWriter, c *call, body []byte) bool {
 // grace, and reports whether the trial went on meanwhile (false: the
 // agent hung up or the trial ended).
 func (c *call) heldPastEnd(grace time.Duration) bool {
+	c.held.Store(true)
+	defer c.held.Store(false)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {

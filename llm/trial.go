@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/manifest"
@@ -45,6 +46,11 @@ type TrialSpec struct {
 	Prices              map[string]manifest.Price
 	// MaxCostUSD caps the whole trial; nil is no cap.
 	MaxCostUSD *float64
+	// Lead is the agent whose spent budget ends the trial (its
+	// orchestrator): the moment it is spent, as the trial's own, the trial's
+	// calls are frozen (see Freeze), so that no call admitted after it
+	// depends on how soon the trial reads the exhaustion.
+	Lead string
 	// Replay plays a recorded trial's answers (replay.go); nil asks the
 	// endpoints.
 	Replay *Replay
@@ -56,6 +62,16 @@ type Exhaustion struct {
 	Budget string // max_calls, max_input_tokens, max_output_tokens or max_cost_usd
 	Spent  float64
 	Limit  float64
+}
+
+// Frozen says what froze a trial's calls first.
+type Frozen struct {
+	// Cause is what the trial gave Freeze (its completion reason), or
+	// ClassBudgetExhausted when a spent budget froze it.
+	Cause string
+	// Spent is the lead's or the trial's spent budget that froze the trial;
+	// nil when Freeze did.
+	Spent *Exhaustion
 }
 
 // BudgetExceededError is why a call was refused before it was forwarded.
@@ -95,12 +111,14 @@ type Trial struct {
 	tokens    map[string]secret.Secret // agent id -> token
 	total     Totals
 	exhausted *Exhaustion
-	reported  bool // the trial's exhaustion has been reported
 	events    chan Exhaustion
-	closed    bool
-	calls     map[*call]struct{} // in flight
-	idle      chan struct{}      // closed once the trial is closed and no call is in flight
-	replay    *replayState       // nil when the trial is no replay
+	// frozen is set once, by Freeze or by the lead's or the trial's spent
+	// budget: from then on no call is admitted.
+	frozen *Frozen
+	closed bool
+	calls  map[*call]struct{} // in flight
+	idle   chan struct{}      // closed once the trial is closed and no call is in flight
+	replay *replayState       // nil when the trial is no replay
 }
 
 // agentState is one agent's grant: where its calls go and what it has used.
@@ -114,7 +132,6 @@ type agentState struct {
 	// guarded by trial.mu
 	totals    Totals
 	exhausted *Exhaustion
-	reported  bool
 	conv      *conversation
 	replay    *replayCursor // nil when the trial is no replay
 }
@@ -198,9 +215,103 @@ func (t *Trial) Token(agent string) secret.Secret {
 	return t.tokens[agent]
 }
 
-// Exhausted delivers each budget exhaustion once, when the first call it
-// refuses arrives: every agent budget that is spent, and the trial's.
+// Exhausted delivers each budget exhaustion once, at the moment the budget
+// becomes spent: max_calls when the call that reaches it is admitted (that
+// call still runs), the token and cost budgets when the call that crosses
+// them is settled. An agent that stops calling at its limit (the reference
+// agent's round limit is max_calls) is reported all the same, though no
+// call of it is ever refused. The lead's and the trial's exhaustions have
+// frozen the trial by the time they are delivered.
 func (t *Trial) Exhausted() <-chan Exhaustion { return t.events }
+
+// Spent returns every spent budget: per agent, and the trial's (nil when
+// it is not spent). A call in flight when the trial froze may still spend
+// one as it settles: read it after Settle or Close.
+func (t *Trial) Spent() (perAgent map[string]Exhaustion, trial *Exhaustion) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	perAgent = map[string]Exhaustion{}
+	for id, st := range t.agents {
+		if st.exhausted != nil {
+			perAgent[id] = *st.exhausted
+		}
+	}
+	if t.exhausted != nil {
+		e := *t.exhausted
+		trial = &e
+	}
+	return perAgent, trial
+}
+
+// Freeze ends the trial's model calls at its end decision: from now on
+// every call is refused before it is forwarded (410, error type
+// trial_ended, metered as uncounted and kept out of the conversation
+// record), while the calls already admitted run on, for Settle to wait for.
+// So a trial's usage is what was admitted before its end, whatever the
+// timing of what follows. cause is the trial's completion reason. The
+// first freeze holds, and every call returns it: the trial reads there
+// whether its lead's budget was spent before its DONE: arrived.
+func (t *Trial) Freeze(cause string) Frozen {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.frozen == nil {
+		t.frozen = &Frozen{Cause: cause}
+	}
+	return *t.frozen
+}
+
+// ended says whether the agent's call is to be refused as trial_ended:
+// the trial is frozen, and no spent budget refuses it first.
+func (st *agentState) ended() bool {
+	st.trial.mu.Lock()
+	defer st.trial.mu.Unlock()
+	refusal, frozen := st.refusal()
+	return frozen && refusal == nil
+}
+
+// settlePoll is how often Settle looks at the calls in flight.
+const settlePoll = 10 * time.Millisecond
+
+// Settle freezes the trial, if it is not yet, and waits for its calls in
+// flight to end and be recorded, for at most the gateway's DrainGrace or
+// until ctx ends, so that they are counted the same way every time before
+// the agents are swept: a mock's call ends at once, a real upstream's when
+// it has answered. A call held with no end in sight (a scripted or
+// injected hang, a replay holding a call past its agent's recording) is
+// cut at once, for waiting brings nothing, and is recorded as a
+// disconnect. It returns how many calls were still in flight when it gave
+// up; Close ends those as it says.
+func (t *Trial) Settle(ctx context.Context) int {
+	t.Freeze("settled")
+	grace := time.NewTimer(t.g.DrainGrace)
+	defer grace.Stop()
+	poll := time.NewTicker(settlePoll)
+	defer poll.Stop()
+	for {
+		t.mu.Lock()
+		n := len(t.calls)
+		var held []*call
+		for c := range t.calls {
+			if c.held.Load() {
+				held = append(held, c)
+			}
+		}
+		t.mu.Unlock()
+		if n == 0 {
+			return 0
+		}
+		for _, c := range held {
+			c.end(errTrialClosed, t.g.DrainGrace)
+		}
+		select {
+		case <-poll.C:
+		case <-grace.C:
+			return n
+		case <-ctx.Done():
+			return n
+		}
+	}
+}
 
 // Usage returns the running totals per agent and for the whole trial.
 func (t *Trial) Usage() (perAgent map[string]Totals, total Totals) {
@@ -293,42 +404,61 @@ func (t *Trial) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("id", t.spec.ID), slog.Any("agents", slices.Sorted(maps.Keys(t.agents))))
 }
 
+// refusal says why the agent's next call is refused, if it is: a spent
+// budget, the trial's or the agent's (named first, for it says more), or
+// the frozen trial. t.mu is held.
+func (st *agentState) refusal() (refusal *BudgetExceededError, frozen bool) {
+	t := st.trial
+	if e := t.exhausted; e != nil {
+		return &BudgetExceededError{Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}, false
+	}
+	if e := st.exhausted; e != nil {
+		return &BudgetExceededError{Agent: st.spec.ID, Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}, false
+	}
+	return nil, t.frozen != nil
+}
+
 // admit counts a call against the budgets before it is forwarded, or says
-// which budget is spent. A call is counted when admitted, so concurrent
-// calls cannot exceed max_calls.
-//
-// A refusal, not the call that crossed the budget, is what reports the
-// exhaustion to the trial: the agent has the crossing call's answer and may
-// still act on it (the orchestrator's DONE: is often in its last answer),
-// and the trial ends for the budget only when the agent needed more.
-func (st *agentState) admit() *BudgetExceededError {
+// why it is refused (see refusal). A call is counted when admitted, so concurrent calls cannot exceed
+// max_calls, and the call that reaches max_calls marks it spent at once
+// (and runs): an agent that stops at its limit is known to have spent it.
+func (st *agentState) admit() (refusal *BudgetExceededError, frozen bool) {
 	t := st.trial
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.exhausted; e != nil {
-		if !t.reported {
-			t.reported = true
-			t.report(*e)
-		}
-		return &BudgetExceededError{Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}
-	}
-	if max := st.spec.Budget.MaxCalls; st.exhausted == nil && max != nil && st.totals.Calls >= *max {
-		st.exhausted = &Exhaustion{Agent: st.spec.ID, Budget: "max_calls", Spent: float64(st.totals.Calls), Limit: float64(*max)}
-	}
-	if e := st.exhausted; e != nil {
-		if !st.reported {
-			st.reported = true
-			t.report(*e)
-		}
-		return &BudgetExceededError{Agent: st.spec.ID, Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}
+	if refusal, frozen = st.refusal(); refusal != nil || frozen {
+		return refusal, frozen
 	}
 	st.totals.Calls++
 	t.total.Calls++
-	return nil
+	if max := st.spec.Budget.MaxCalls; max != nil && st.totals.Calls >= *max {
+		st.spend(Exhaustion{Agent: st.spec.ID, Budget: "max_calls", Spent: float64(st.totals.Calls), Limit: float64(*max)})
+	}
+	return nil, false
+}
+
+// spend marks the agent's budget spent and reports it at once; the lead's
+// freezes the trial. t.mu is held.
+func (st *agentState) spend(e Exhaustion) {
+	t := st.trial
+	st.exhausted = &e
+	t.report(e)
+	if st.spec.ID == t.spec.Lead {
+		t.freezeFor(e)
+	}
+}
+
+// freezeFor freezes the trial for a spent budget, unless it is frozen
+// already. t.mu is held.
+func (t *Trial) freezeFor(e Exhaustion) {
+	if t.frozen == nil {
+		t.frozen = &Frozen{Cause: ClassBudgetExhausted, Spent: &e}
+	}
 }
 
 // settle adds a finished call's usage and marks every budget it crossed as
-// spent, so the agent's next call is refused. It writes the call's record.
+// spent, at once: the agent's next call is refused, and the trial is told.
+// It writes the call's record.
 func (st *agentState) settle(r Record) {
 	t := st.trial
 	t.mu.Lock()
@@ -341,22 +471,24 @@ func (st *agentState) settle(r Record) {
 			t.g.Logger.Error("cannot write call record", "agent", st.spec.ID, "err", err)
 		}
 	}
-	if st.exhausted == nil {
+	if st.exhausted == nil { // max_calls is spent on admission
 		b := st.spec.Budget
 		for _, l := range []budgetLimit{
-			intLimit("max_calls", st.totals.Calls, b.MaxCalls),
 			intLimit("max_input_tokens", st.totals.InputTokens, b.MaxInputTokens),
 			intLimit("max_output_tokens", st.totals.OutputTokens, b.MaxOutputTokens),
 			floatLimit("max_cost_usd", st.totals.CostUSD, b.MaxCostUSD),
 		} {
 			if l.set && l.spent >= l.max {
-				st.exhausted = &Exhaustion{Agent: st.spec.ID, Budget: l.name, Spent: l.spent, Limit: l.max}
+				st.spend(Exhaustion{Agent: st.spec.ID, Budget: l.name, Spent: l.spent, Limit: l.max})
 				break
 			}
 		}
 	}
 	if max := t.spec.MaxCostUSD; t.exhausted == nil && max != nil && t.total.CostUSD >= *max {
-		t.exhausted = &Exhaustion{Budget: "max_cost_usd", Spent: t.total.CostUSD, Limit: *max}
+		e := Exhaustion{Budget: "max_cost_usd", Spent: t.total.CostUSD, Limit: *max}
+		t.exhausted = &e
+		t.report(e)
+		t.freezeFor(e)
 	}
 }
 

@@ -52,6 +52,8 @@ const (
 	ClassUpstream5xx     = "upstream_5xx"
 	ClassUnreachable     = "unreachable" // the upstream could not be reached
 	ClassBudgetExhausted = "budget_exhausted"
+	// ClassTrialEnded: the call came after its trial's end decision.
+	ClassTrialEnded = "trial_ended"
 )
 
 // classifyStatus names the error class of an upstream status; "" for success.
@@ -106,6 +108,12 @@ type Record struct {
 	// Replayed: a replay answered the call from its recording, for
 	// nothing (replay.go).
 	Replayed bool `json:"replayed,omitempty"`
+	// Uncounted marks a call the gateway never admitted against the
+	// budgets: refused (a spent budget, a trial that has ended, a request
+	// it could not take) or cut before its request arrived. It used
+	// nothing, and no count of calls (the totals, result.json, the job's)
+	// includes it.
+	Uncounted bool `json:"uncounted,omitempty"`
 }
 
 // errRequestCut opens the error of a call whose request did not arrive

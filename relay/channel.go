@@ -41,6 +41,11 @@ type ChannelConfig struct {
 	UserSecretKey secret.Secret
 	// Orchestrator is the agent whose "DONE:" ends the trial.
 	Orchestrator string
+	// OnDone runs when the orchestrator's DONE: is accepted, before the
+	// relay answers OK to it, under the channel's lock: what it does (the
+	// trial freezes its model calls) comes before anything the
+	// orchestrator does once it has the OK. It must not call the channel.
+	OnDone func()
 	// Transcript receives every accepted event as a JSON line, in relay
 	// order; it is synced on close when it can be. nil keeps none.
 	Transcript io.Writer
@@ -251,6 +256,9 @@ func (ch *Channel) append(ev *nostr.Event) (duplicate bool, err error) {
 	if isDone(ev) {
 		if ev.PubKey == ch.cfg.Orchestrator && ch.done == nil {
 			ch.done = ev
+			if ch.cfg.OnDone != nil {
+				ch.cfg.OnDone()
+			}
 			close(ch.doneCh)
 		} else {
 			ch.stats.IgnoredDone++

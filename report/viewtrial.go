@@ -46,7 +46,10 @@ type Call struct {
 	LatencyMS    float64 `json:"latency_ms"`
 	ErrorClass   string  `json:"error_class"`
 	Error        string  `json:"error"`
-	Cut          *Cut    `json:"-"`
+	// Uncounted: a call the gateway never admitted (refused, or cut before
+	// its request arrived); shown, but no call of the counts.
+	Uncounted bool `json:"uncounted"`
+	Cut       *Cut `json:"-"`
 }
 
 type agentView struct {
@@ -279,7 +282,9 @@ func readAgent(tf files, m member, usage map[string]llm.Totals) agentView {
 		if ts, err := time.Parse(time.RFC3339Nano, c.RawTime); err == nil {
 			c.Time = ts.UTC().Format("15:04:05.000")
 		}
-		inLog.Calls++
+		if !c.Uncounted {
+			inLog.Calls++
+		}
 		inLog.InputTokens += c.InputTokens
 		inLog.CachedTokens += c.CachedTokens
 		inLog.OutputTokens += c.OutputTokens

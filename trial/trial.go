@@ -559,7 +559,8 @@ func (r *run) provision() error {
 		specs = append(specs, llm.AgentSpec{ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind), Pubkey: ar.pk, Endpoint: ar.Endpoint, Budget: ar.Budget, Log: optional(ar.calls), Conversation: optional(ar.conversation)})
 	}
 	m := team.Manifest
-	gspec := llm.TrialSpec{ID: r.id, Name: r.spec.Name, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD}
+	gspec := llm.TrialSpec{ID: r.id, Name: r.spec.Name, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD,
+		Lead: r.agents[0].ID}
 	if rp := r.spec.Replay; rp != nil {
 		pubkeys := map[string]string{"user": r.userPK}
 		for _, ar := range r.agents {
@@ -587,6 +588,9 @@ func (r *run) provision() error {
 		ID: r.id, Name: r.spec.Name, About: fmt.Sprintf("job=%s task=%s condition=%s manifest=%s", r.env.JobID, r.spec.Task.Name, m.Condition, m.Hash()),
 		Members: relayMembers, UserPubkey: r.userPK, UserSecretKey: r.userSK, Orchestrator: r.agents[0].pk,
 		Transcript: r.transcript, Audit: r.audit, Secrets: r.secrets,
+		// The DONE: freezes the model calls before the orchestrator hears
+		// it was accepted: its calls after it are never the trial's.
+		OnDone: func() { r.gw.Freeze(string(DeclaredDone)) },
 	})
 	if err != nil {
 		return fmt.Errorf("open the trial channel: %w", err)
@@ -932,26 +936,17 @@ func (r *run) watch(ctx context.Context) Reason {
 			}
 		case <-r.ch.Done():
 			r.log.Info("declared done", "content", r.ch.DoneEvent().Content)
-			return DeclaredDone
+			return r.endDecision(DeclaredDone)
 		case <-timer.C:
 			r.log.Info("deadline")
-			return Deadline
+			return r.endDecision(Deadline)
 		case ex := <-exhausted:
 			r.log.Info("budget exhausted", "agent", ex.Agent, "budget", ex.Budget, "spent", ex.Spent, "limit", ex.Limit)
-			if ex.Agent == "" {
-				r.res.TrialBudgetExhausted = true
-				return BudgetExhausted
-			}
-			for i := range r.res.Agents {
-				if r.res.Agents[i].ID == ex.Agent {
-					r.res.Agents[i].BudgetExhausted = ex.Budget
-				}
-			}
-			// A worker out of budget says so in the channel and idles; the
-			// orchestrator may still finish. The orchestrator's budget ends
-			// the trial.
-			if ex.Agent == orch.ID {
-				return BudgetExhausted
+			// A worker out of budget idles (the result records it); the
+			// orchestrator may still finish. The orchestrator's budget, or
+			// the trial's, froze the trial when it was spent, and ends it.
+			if ex.Agent == "" || ex.Agent == orch.ID {
+				return r.endDecision(BudgetExhausted)
 			}
 		case i := <-r.exits:
 			r.exited(i)
@@ -959,9 +954,9 @@ func (r *run) watch(ctx context.Context) Reason {
 				// Agents stop a little before their deadline (the reference
 				// agent 2s): exiting then is the deadline's doing.
 				if time.Until(r.deadline) < deadlineSlack {
-					return Deadline
+					return r.endDecision(Deadline)
 				}
-				return AgentsExited
+				return r.endDecision(AgentsExited)
 			}
 		case <-r.tun.Done():
 			r.fail(ErrTunnel, fmt.Errorf("the tunnel ended during the trial: %s", r.tun.Stderr()))
@@ -970,6 +965,23 @@ func (r *run) watch(ctx context.Context) Reason {
 			return Cancelled
 		}
 	}
+}
+
+// endDecision freezes the trial's model calls for reason and returns the
+// reason of the first freeze: the orchestrator's or the trial's budget
+// spent (which froze the calls the moment it was), or the orchestrator's
+// DONE: (which froze them before it was acknowledged), whichever came
+// first; else reason. So the completion reason and the usage never depend
+// on how soon this loop reads what happened.
+func (r *run) endDecision(reason Reason) Reason {
+	first := r.gw.Freeze(string(reason))
+	switch {
+	case first.Spent != nil:
+		return BudgetExhausted
+	case first.Cause == string(DeclaredDone):
+		return DeclaredDone
+	}
+	return reason
 }
 
 func (r *run) allExited() bool {
@@ -991,6 +1003,14 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	endPhase(&r.res.EnvironmentSetup)
 	endPhase(&r.res.AgentSetup)
 	endPhase(&r.res.AgentExecution)
+	if r.gw != nil {
+		// The calls admitted before the end decision are settled before the
+		// sweep, so the usage is theirs, every time; later ones are refused.
+		r.gw.Freeze(string(reason))
+		if n := r.gw.Settle(cctx); n > 0 {
+			r.log.Warn("model calls still in flight after the settle grace: the gateway's close ends them", "calls", n)
+		}
+	}
 	var sweepErr error
 	if r.container != "" && len(r.agents) > 0 && r.agents[0].proc != nil {
 		sweepErr = r.sweep(cctx)
@@ -1183,9 +1203,12 @@ func (r *run) closeServices(ctx context.Context) {
 			r.cleanupError("revoke the gateway tokens", err)
 		}
 		perAgent, total := r.gw.Usage()
+		spent, trialSpent := r.gw.Spent()
 		for i := range r.res.Agents {
 			r.res.Agents[i].Usage = perAgent[r.res.Agents[i].ID]
+			r.res.Agents[i].BudgetExhausted = spent[r.res.Agents[i].ID].Budget
 		}
+		r.res.TrialBudgetExhausted = trialSpent != nil
 		r.res.AgentResult = AgentResult{NInputTokens: total.InputTokens, NCacheTokens: total.CachedTokens, NOutputTokens: total.OutputTokens, CostUSD: total.CostUSD, NCalls: total.Calls}
 		if rp := r.spec.Replay; rp != nil {
 			r.res.Replay = &ReplayRecord{Source: rp.Dir, RecordedOutcome: rp.Recorded.Outcome, ReplayReport: r.gw.ReplayReport()}

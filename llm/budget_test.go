@@ -1,0 +1,225 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupebench/troupe/manifest"
+)
+
+// openLeadTrial opens a second trial on f's gateway, with a lead, writing
+// its agents' call logs beside the fixture's.
+func openLeadTrial(t *testing.T, f *fixture, spec TrialSpec) *Trial {
+	t.Helper()
+	for i := range spec.Agents {
+		file, err := os.Create(filepath.Join(f.logs, spec.Agents[i].ID+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { file.Close() })
+		spec.Agents[i].Log = file
+	}
+	spec.Prices = map[string]manifest.Price{"oa": testPrice, "mock/stuck": testPrice}
+	tr, err := f.g.OpenTrial(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tr.Close(context.Background()); err != nil {
+			t.Errorf("close trial: %v", err)
+		}
+	})
+	return tr
+}
+
+// chat makes one chat completions call as agent and returns its status
+// and error type.
+func chat(t *testing.T, g *Gateway, tr *Trial, agent string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, g.URL()+"/v1/chat/completions", strings.NewReader(`{"model":"x","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+tr.Token(agent).Reveal())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var e struct {
+		Error struct{ Type string } `json:"error"`
+	}
+	json.Unmarshal(data, &e)
+	return resp.StatusCode, e.Error.Type
+}
+
+// TestSpentBudgetIsReportedAtOnce: a budget is reported the moment it is
+// spent, with no call refused (an agent whose round limit is max_calls
+// never makes the call that would be); a worker's leaves the trial open,
+// the lead's and the trial's freeze it, and later calls are refused as
+// trial_ended, uncounted.
+func TestSpentBudgetIsReportedAtOnce(t *testing.T) {
+	one, two, tokens, cost := int64(1), int64(2), int64(150), 0.005
+	for _, c := range []struct {
+		name     string
+		lead     manifest.Budget
+		worker   manifest.Budget
+		trialCap *float64
+		calls    []string // made in order, each answered
+		want     Exhaustion
+		frozen   bool
+	}{
+		{name: "worker max_calls", worker: manifest.Budget{MaxCalls: &two}, calls: []string{"w-1", "w-1"},
+			want: Exhaustion{Agent: "w-1", Budget: "max_calls", Spent: 2, Limit: 2}},
+		{name: "lead max_calls", lead: manifest.Budget{MaxCalls: &one}, calls: []string{"lead-1"},
+			want: Exhaustion{Agent: "lead-1", Budget: "max_calls", Spent: 1, Limit: 1}, frozen: true},
+		{name: "lead max_output_tokens", lead: manifest.Budget{MaxOutputTokens: &tokens}, calls: []string{"lead-1"},
+			want: Exhaustion{Agent: "lead-1", Budget: "max_output_tokens", Spent: 200, Limit: 150}, frozen: true},
+		{name: "trial max_cost_usd", trialCap: &cost, calls: []string{"w-1", "lead-1"},
+			want: Exhaustion{Budget: "max_cost_usd", Spent: 2 * wantCost, Limit: cost}, frozen: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			tr := openLeadTrial(t, f, TrialSpec{ID: "t2", Lead: "lead-1", MaxCostUSD: c.trialCap, Agents: []AgentSpec{
+				{ID: "lead-1", Endpoint: "oa", Budget: c.lead}, {ID: "w-1", Endpoint: "oa", Budget: c.worker}}})
+			for i, a := range c.calls {
+				if status, typ := chat(t, f.g, tr, a); status != http.StatusOK {
+					t.Fatalf("call %d of %s: %d %s", i+1, a, status, typ)
+				}
+			}
+			select {
+			case e := <-tr.Exhausted():
+				if e.Agent != c.want.Agent || e.Budget != c.want.Budget || !near(e.Spent, c.want.Spent) || e.Limit != c.want.Limit {
+					t.Errorf("exhaustion %+v, want %+v", e, c.want)
+				}
+			default:
+				t.Fatal("the spent budget was not reported when it was spent")
+			}
+			// Another agent's call: refused as trial_ended once the trial is
+			// frozen, uncounted; answered while it is not.
+			other := "lead-1"
+			if c.want.Agent == "lead-1" {
+				other = "w-1"
+			}
+			status, typ := chat(t, f.g, tr, other)
+			before := tr.Freeze("test")
+			switch {
+			case !c.frozen && status != http.StatusOK:
+				t.Errorf("a worker's spent budget stopped %s: %d %s", other, status, typ)
+			case c.frozen && c.want.Agent != "" && (status != http.StatusGone || typ != ClassTrialEnded):
+				t.Errorf("%s's call after the lead's budget: %d %s, want 410 %s", other, status, typ, ClassTrialEnded)
+			case c.frozen && c.want.Agent == "" && (status != http.StatusTooManyRequests || typ != ClassBudgetExhausted):
+				t.Errorf("%s's call after the trial's budget: %d %s, want 429 %s", other, status, typ, ClassBudgetExhausted)
+			}
+			if got := before.Spent != nil; got != c.frozen || before.Cause != map[bool]string{true: ClassBudgetExhausted, false: "test"}[c.frozen] {
+				t.Errorf("the first freeze %+v (spent %+v); frozen by the budget: %v", before, before.Spent, c.frozen)
+			}
+			recs := f.records(t, other)
+			last := recs[len(recs)-1]
+			if last.Uncounted != c.frozen {
+				t.Errorf("%s's last record %+v: uncounted %v, want %v", other, last, last.Uncounted, c.frozen)
+			}
+			perAgent, total := tr.Usage()
+			var lines int64
+			for _, a := range []string{"lead-1", "w-1"} {
+				counted := int64(0)
+				for _, r := range f.records(t, a) {
+					if !r.Uncounted {
+						counted++
+					}
+				}
+				if counted != perAgent[a].Calls {
+					t.Errorf("%s: %d counted lines, %d calls in the totals", a, counted, perAgent[a].Calls)
+				}
+				lines += counted
+			}
+			if lines != total.Calls {
+				t.Errorf("%d counted lines, %d calls in the trial's totals", lines, total.Calls)
+			}
+			spent, trialSpent := tr.Spent()
+			if c.want.Agent != "" && spent[c.want.Agent].Budget != c.want.Budget || c.want.Agent == "" && trialSpent == nil {
+				t.Errorf("spent %+v, trial %+v", spent, trialSpent)
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 }
+
+// TestFreezeSettlesCallsInFlight: a call admitted before the freeze runs
+// to its end and is counted, Settle waits for it; a call after the freeze
+// is refused, metered as uncounted, never forwarded; a hung call is cut at
+// once, not waited for.
+func TestFreezeSettlesCallsInFlight(t *testing.T) {
+	f := newFixture(t)
+	f.g.DrainGrace = 20 * time.Second // a settle that waits for the hang fails the timing below
+	tr := openLeadTrial(t, f, TrialSpec{ID: "t2", Lead: "lead-1", Agents: []AgentSpec{
+		{ID: "lead-1", Endpoint: "oa"}, {ID: "hang-1", Role: "hang", Endpoint: "mock/stuck"}}})
+	release := make(chan struct{})
+	f.up.answerWith(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"late"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":200,"prompt_tokens_details":{"cached_tokens":400}}}`)
+	})
+	done := make(chan int, 2)
+	go func() { s, _ := chat(t, f.g, tr, "lead-1"); done <- s }()
+	go func() { s, _ := chat(t, f.g, tr, "hang-1"); done <- s }()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.up.calls.Load() < 1 || inFlight(tr) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the calls did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the hang is reached
+	if first := tr.Freeze(string("declared_done")); first.Cause != "declared_done" || first.Spent != nil {
+		t.Errorf("first freeze %+v", first)
+	}
+	if status, typ := chat(t, f.g, tr, "lead-1"); status != http.StatusGone || typ != ClassTrialEnded {
+		t.Errorf("a call after the freeze: %d %s", status, typ)
+	}
+	settled := make(chan int)
+	start := time.Now()
+	go func() { settled <- tr.Settle(t.Context()) }()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case n := <-settled:
+		t.Fatalf("Settle returned (%d left) before the admitted call ended", n)
+	default:
+	}
+	close(release)
+	if n := <-settled; n != 0 {
+		t.Errorf("Settle left %d calls in flight", n)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Settle took %s: it waited for the hung call", took)
+	}
+	<-done
+	<-done
+	if got := f.up.calls.Load(); got != 1 {
+		t.Errorf("the upstream saw %d calls; the one after the freeze must not be forwarded", got)
+	}
+	recs := f.records(t, "lead-1") // in the order the calls ended: the refused one first
+	if len(recs) != 2 || recs[1].Uncounted || recs[1].CostUSD != wantCost || recs[1].ErrorClass != "" ||
+		!recs[0].Uncounted || recs[0].ErrorClass != ClassTrialEnded || recs[0].Status != http.StatusGone {
+		t.Errorf("lead-1's records %+v", recs)
+	}
+	if hung := f.records(t, "hang-1"); len(hung) != 1 || hung[0].ErrorClass != ClassDisconnect || hung[0].Uncounted {
+		t.Errorf("hang-1's records %+v", hung)
+	}
+	perAgent, _ := tr.Usage()
+	if perAgent["lead-1"].Calls != 1 || perAgent["lead-1"].CostUSD != wantCost || perAgent["hang-1"].Calls != 1 {
+		t.Errorf("usage %+v", perAgent)
+	}
+}
+
+func inFlight(tr *Trial) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.calls)
+}

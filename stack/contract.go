@@ -162,12 +162,22 @@ const (
 	ValueGenerationExtra     = "generation_extra"
 )
 
-// contractEnv says whether name is the contract's own variable: HOME or
-// any TROUPE_* name, those troupe sets today and those it may add. A
-// stack's env and fixed_env may set none of them: they carry who the agent
-// is, its home, the sha256-pinned persona's file, its model and budget.
+// contractEnv says whether name is the contract's own variable: HOME and
+// every TROUPE_* variable troupe sets for an agent. A stack's env and
+// fixed_env may set none of them: they carry who the agent is, its home,
+// the sha256-pinned persona's file, its model, its round limit and its
+// generation settings. (Settings of troupe's own tools a stack runs, such
+// as troupe acp's TROUPE_ACP_PERMISSION, are the stack's to set.)
 func contractEnv(name string) bool {
-	return name == "HOME" || strings.HasPrefix(strings.ToUpper(name), "TROUPE_")
+	return name == "HOME" || contractNames[name]
+}
+
+// contractNames are the TROUPE_* variables of the contract.
+var contractNames = map[string]bool{
+	EnvRelayURL: true, EnvPrivateKeyFile: true, EnvLLMTokenFile: true, EnvChannel: true, EnvLLMBaseURL: true,
+	EnvModel: true, EnvSystemPromptFile: true, EnvMaxRounds: true, EnvDeadline: true, EnvWorkdir: true, EnvAgentID: true,
+	EnvThinkingEffort: true, EnvMaxOutputTokens: true, EnvContextWindowTokens: true, EnvCompactAtPercent: true,
+	EnvCompactAtTokens: true, EnvGenerationExtra: true,
 }
 
 // values are the contract's values by name, for a stack's env mapping;

@@ -160,7 +160,7 @@ func (st *Stack) Check() error {
 		case !envName(name):
 			errs = append(errs, fmt.Errorf("env: %q is not a variable name", name))
 		case contractEnv(name):
-			errs = append(errs, fmt.Errorf("env: %s is the contract's own (HOME and every TROUPE_* variable): troupe sets it, a stack cannot; map the value to a variable of the agent's own instead", name))
+			errs = append(errs, fmt.Errorf("env: %s is the contract's own (HOME and the TROUPE_* variables troupe sets): troupe sets it, a stack cannot; map the value to a variable of the agent's own instead", name))
 		}
 		if !known[value] {
 			errs = append(errs, fmt.Errorf("env: %s maps %q, which is not a contract value (%s)", name, value, valueNames()))
@@ -171,7 +171,7 @@ func (st *Stack) Check() error {
 		case !envName(name):
 			errs = append(errs, fmt.Errorf("fixed_env: %q is not a variable name", name))
 		case contractEnv(name):
-			errs = append(errs, fmt.Errorf("fixed_env: %s is the contract's own (HOME and every TROUPE_* variable: identity, home, the pinned persona's file, the model, the budget): troupe sets it, a stack cannot", name))
+			errs = append(errs, fmt.Errorf("fixed_env: %s is the contract's own (HOME and the TROUPE_* variables troupe sets: identity, home, the pinned persona's file, the model, the round limit, the generation settings): troupe sets it, a stack cannot", name))
 		case st.Env[name] != "":
 			errs = append(errs, fmt.Errorf("fixed_env: %s is also mapped from the agent's %s in env: one variable has one source", name, st.Env[name]))
 		}

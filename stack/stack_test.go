@@ -76,6 +76,12 @@ func TestCheck(t *testing.T) {
 	if err := ok().Check(); err != nil {
 		t.Fatal(err)
 	}
+	// A setting of troupe's own tool that the stack runs is the stack's.
+	acp := ok()
+	acp.FixedEnv = map[string]string{"TROUPE_ACP_PERMISSION": "allow"}
+	if err := acp.Check(); err != nil {
+		t.Errorf("troupe acp's setting refused: %v", err)
+	}
 	for _, c := range []struct {
 		name   string
 		change func(*Stack)
@@ -86,7 +92,7 @@ func TestCheck(t *testing.T) {
 		{"home", func(s *Stack) { s.FixedEnv = map[string]string{"HOME": "/root"} }, "HOME is the contract's own"},
 		{"the pinned persona", func(s *Stack) { s.FixedEnv = map[string]string{"TROUPE_SYSTEM_PROMPT_FILE": "/opt/s/prompt.md"} }, "fixed_env: TROUPE_SYSTEM_PROMPT_FILE is the contract's own"},
 		{"the model", func(s *Stack) { s.FixedEnv = map[string]string{"TROUPE_MODEL": "gpt-5"} }, "TROUPE_MODEL is the contract's own"},
-		{"a variable troupe may add", func(s *Stack) { s.FixedEnv = map[string]string{"troupe_future": "x"} }, "troupe_future is the contract's own"},
+		{"the generation settings", func(s *Stack) { s.FixedEnv = map[string]string{"TROUPE_THINKING_EFFORT": "high"} }, "TROUPE_THINKING_EFFORT is the contract's own"},
 		{"home mapped to the shared folder", func(s *Stack) { s.Env["HOME"] = ValueWorkdir }, "env: HOME is the contract's own"},
 		{"the persona mapped", func(s *Stack) { s.Env["TROUPE_SYSTEM_PROMPT_FILE"] = ValueWorkdir }, "env: TROUPE_SYSTEM_PROMPT_FILE is the contract's own"},
 		{"a mapped token", func(s *Stack) { s.FixedEnv = map[string]string{"OPENAI_API_KEY": "sk-real"} }, "fixed_env: OPENAI_API_KEY is also mapped from the agent's token"},

@@ -50,8 +50,11 @@ func sameAsRecorded(t *testing.T, rec, res *Result, recDir, dir string) {
 			t.Errorf("%+v", a)
 		}
 		for _, r := range readRecords(t, filepath.Join(dir, "agents", a.ID, "llm-calls.jsonl")) {
-			if r.ErrorClass == llm.ClassDisconnect {
-				cut++ // the trial's end cut it, as it may have in the recording
+			if r.ErrorClass == llm.ClassDisconnect || r.Uncounted {
+				// The trial's end cut it or refused it (a call after the
+				// DONE: reaches the gateway or not by timing), as it may
+				// have in the recording; it is not counted either way.
+				cut++
 				continue
 			}
 			if !r.Replayed {

@@ -108,7 +108,7 @@ func TestStackRefusals(t *testing.T) {
 			st := *good
 			st.FixedEnv = map[string]string{"TROUPE_CHANNEL": "another-trial"}
 			return stack.Set{"plain": &st}
-		}(), "fixed_env: TROUPE_CHANNEL carries the agent's identity"},
+		}(), "fixed_env: TROUPE_CHANNEL is the contract's own"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "job")

@@ -20,6 +20,7 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/task/taskfs"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -309,13 +310,19 @@ func mainReward(rewards map[string]float64) float64 {
 // treeFiles lists a host folder's files for CopyIn under dst, keeping their
 // modes; shell scripts are made executable.
 func treeFiles(src, dst string) ([]runtime.File, error) {
+	// Read beneath src only (task/taskfs): a file swapped for a link out
+	// of the task since it was loaded is refused, not followed.
+	d, err := taskfs.Open(src)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", src, err)
+	}
+	defer d.Close()
 	var files []runtime.File
-	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+	err = d.WalkDir(".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(src, p)
-		target := path.Join(dst, filepath.ToSlash(rel))
+		target := path.Join(dst, p)
 		info, err := e.Info()
 		if err != nil {
 			return err
@@ -324,7 +331,7 @@ func treeFiles(src, dst string) ([]runtime.File, error) {
 		case e.IsDir():
 			files = append(files, runtime.File{Path: target, Mode: fs.ModeDir | 0o755})
 		case info.Mode().IsRegular():
-			data, err := os.ReadFile(p)
+			data, err := d.ReadFile(p, 0)
 			if err != nil {
 				return err
 			}

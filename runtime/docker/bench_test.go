@@ -200,3 +200,53 @@ func ncThroughTunnel(b *testing.B, addr string) (io.Writer, io.Reader, func()) {
 		p.Close()
 	}
 }
+
+// BenchmarkHostFence: what the host fence costs, once per troupe process,
+// and what the system files check costs, once per trial.
+//   - baseline: docker run --rm --network none busybox true
+//   - fence: installing the fence through its helper container (host
+//     network, NET_ADMIN), as the first networked trial of a process does
+//   - diff: the engine's diff of a trial-like container against its image
+//     (step 9), beside an inspect of it (inspect)
+func BenchmarkHostFence(b *testing.B) {
+	d := newDocker(b)
+	ctx := context.Background()
+	b.Run("baseline", func(b *testing.B) {
+		for b.Loop() {
+			out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--label", runtime.LabelJob+"="+runID, testImage, "true").CombinedOutput()
+			if err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+		}
+	})
+	b.Run("fence", func(b *testing.B) {
+		for b.Loop() {
+			if err := d.installFence(ctx, testImage, testBinary); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	id, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sh", "-c", "mkdir -p /app && echo x > /app/a && sleep 600"},
+		Labels: map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "bench-diff"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Remove(context.Background(), runtime.Resource{Kind: runtime.KindContainer, ID: id}) })
+	if err := d.Start(ctx, id); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("inspect", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := d.cli.ContainerInspect(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("diff", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := d.Changes(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

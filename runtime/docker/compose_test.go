@@ -115,7 +115,7 @@ func TestServiceFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			label := map[string]string{runtime.LabelTrial: "service-failure-" + strings.ReplaceAll(c.name, " ", "-")}
 			spec := runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sleep", "3600"}, Labels: label, Network: runtime.NetworkBridge,
-				Services: []runtime.ServiceSpec{c.svc}, DependsOn: []runtime.Dependency{{Service: "db", Condition: c.dep}}}
+				Services: []runtime.ServiceSpec{c.svc}, DependsOn: []runtime.Dependency{{Service: "db", Condition: c.dep}}, Binary: testBinary}
 			for k, v := range cfg().Labels {
 				spec.Labels[k] = v
 			}

@@ -63,7 +63,7 @@ func PackAs(w io.Writer, src string, creds []Cred) error {
 		if err != nil {
 			return vanished(p, err)
 		}
-		info, err := os.Lstat(p)
+		info, err := d.Info() // an lstat, as WalkDir never follows links
 		if err != nil {
 			return vanished(p, err)
 		}

@@ -37,7 +37,7 @@ func openFiles(t *testing.T) int {
 	return len(fds)
 }
 
-// TestOneTrialCannotStarveAnother: an agent holds 4,200 connections to the
+// TestOneTrialCannotStarveAnother: an agent holds 4,600 connections to the
 // relay (upgraded and never authenticated, or stalled in their request) and
 // 3,000 to the gateway (idle, or stalled in a request's body) through its
 // tunnel, opening a new one whenever one is closed, and declares done with
@@ -50,7 +50,8 @@ func TestOneTrialCannotStarveAnother(t *testing.T) {
 	base := openFiles(t)
 
 	var (
-		wg        sync.WaitGroup
+		wg        sync.WaitGroup // the flooding trial
+		sampler   sync.WaitGroup
 		mu        sync.Mutex
 		peak      int
 		floodRes  *Result
@@ -59,7 +60,7 @@ func TestOneTrialCannotStarveAnother(t *testing.T) {
 		once      sync.Once
 		stop      = make(chan struct{})
 	)
-	wg.Go(func() {
+	sampler.Go(func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -97,8 +98,9 @@ func TestOneTrialCannotStarveAnother(t *testing.T) {
 	if res.Outcome != outcome.Passed {
 		t.Errorf("the other trial: %s (%s): %+v", res.Outcome, res.CompletionReason, res.ExceptionInfo)
 	}
-	wg.Wait() // the flooding trial
+	wg.Wait()
 	close(stop)
+	sampler.Wait()
 	if floodErr != nil {
 		t.Fatal(floodErr)
 	}
@@ -115,6 +117,10 @@ func TestOneTrialCannotStarveAnother(t *testing.T) {
 	mu.Unlock()
 	if floodRes.CompletionReason != DeclaredDone {
 		t.Errorf("the flooding trial ended with %s: %+v", floodRes.CompletionReason, floodRes.ExceptionInfo)
+	}
+	if floodRes.Tunnel == nil || floodRes.Tunnel.Streams["relay"].Refused == 0 || floodRes.Tunnel.Streams["llm"].Refused == 0 ||
+		floodRes.Tunnel.Streams["relay"].Peak > 64 || floodRes.Tunnel.Streams["llm"].Peak > 256 {
+		t.Errorf("the flooding trial's tunnel counts: %+v", floodRes.Tunnel)
 	}
 	teardown := floodRes.FinishedAt.Sub(*floodRes.AgentExecution.FinishedAt)
 	t.Logf("the flooding trial's end (sweep to removal): %s", teardown)

@@ -5,9 +5,9 @@
 //
 //	flooder RELAY_CONNS LLM_CONNS
 //
-// Half of the relay connections finish the websocket upgrade and then say
-// nothing (never authenticating); the other half send half a request and
-// stall. Half of the gateway connections are idle; the other half send a
+// Nine in ten of the relay connections finish the websocket upgrade and
+// then say nothing (never authenticating); the others send half a request
+// and stall. Half of the gateway connections are idle; the other half send a
 // request's headers and a tenth of its announced body, then stall. It runs
 // until it is killed, printing how many connections it holds every second.
 package main
@@ -38,7 +38,7 @@ func main() {
 		token = strings.TrimSpace(string(b))
 	}
 	for i := range relayN {
-		if i%2 == 0 {
+		if i%10 != 9 {
 			go hold("127.0.0.1:3600", upgrade)
 		} else {
 			go hold("127.0.0.1:3600", partial)

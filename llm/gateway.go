@@ -49,6 +49,13 @@ type Gateway struct {
 	Transport http.RoundTripper
 	// MaxRequestBytes bounds a request body.
 	MaxRequestBytes int64
+	// BodyTimeout bounds the reading of a request's body, and IdleTimeout
+	// how long a kept-alive connection may wait for its next request (the
+	// headers have 30 s): an agent's stalled or idle connections must not
+	// pile up in the gateway every trial of the job shares. Zero means the
+	// defaults New sets.
+	BodyTimeout time.Duration
+	IdleTimeout time.Duration
 	// DrainGrace is how long the gateway keeps reading a real upstream's
 	// answer that has started after its agent hung up or its trial closed,
 	// for the usage the provider reports at the end and bills anyway. Calls
@@ -89,6 +96,8 @@ func New(endpoints Endpoints) *Gateway {
 		Endpoints:       endpoints,
 		Getenv:          os.Getenv,
 		MaxRequestBytes: 64 << 20,
+		BodyTimeout:     time.Minute,
+		IdleTimeout:     2 * time.Minute,
 		DrainGrace:      10 * time.Second,
 	}
 }
@@ -155,7 +164,11 @@ func (g *Gateway) Open(ctx context.Context) error {
 		return fmt.Errorf("llm: listen on %s: %w", g.Addr, err)
 	}
 	g.ln, g.url = ln, "http://"+ln.Addr().String()
-	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second}
+	g.BodyTimeout = cmp.Or(g.BodyTimeout, time.Minute)
+	// No ReadTimeout or WriteTimeout: a streamed answer may take many
+	// minutes, and a read deadline left on the connection would end its
+	// call. The body's deadline is set, and lifted, in ServeHTTP.
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cmp.Or(g.IdleTimeout, 2*time.Minute)}
 	g.open = true
 	g.wg.Go(func() {
 		if err := g.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -397,15 +410,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, msg)
 		return
 	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(g.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxRequestBytes))
 	switch _, tooLarge := errors.AsType[*http.MaxBytesError](err); {
 	case tooLarge:
 		refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", g.MaxRequestBytes))
 		return
+	case isTimeout(err):
+		// The rest of the body is not waited for: the connection closes.
+		w.Header().Set("Connection", "close")
+		c.status, c.errClass, c.errMsg = http.StatusRequestTimeout, ClassDisconnect, fmt.Sprintf("%sthe body did not arrive within %s", errRequestCut, g.BodyTimeout)
+		writeError(w, api, http.StatusRequestTimeout, "invalid_request_error", c.errMsg)
+		return
 	case err != nil:
 		c.errClass, c.errMsg = ClassDisconnect, errRequestCut+err.Error()
 		return
 	}
+	rc.SetReadDeadline(time.Time{}) // the answer may take longer; a hang-up still ends it
 	body, c.stream, c.asked, err = rewriteBody(api, body, ep.Model)
 	if st.spec.Conversation != nil && err == nil {
 		c.request = body

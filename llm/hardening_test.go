@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/manifest"
 )
 
 // answer is the upstream's usual non-streamed chat completion.
@@ -133,5 +136,57 @@ func TestNoAnthropicWorkspace(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) != 2 || got[0] != "/v1/messages=" || got[1] != "/v1/messages/count_tokens=" {
 		t.Errorf("the upstream saw %v", got)
+	}
+}
+
+// TestStalledConnectionsEnd: a request whose body stalls is answered 408
+// after BodyTimeout, and a kept-alive connection with no next request is
+// closed after IdleTimeout; neither stays in the gateway the job's trials
+// share.
+func TestStalledConnectionsEnd(t *testing.T) {
+	up := newUpstream(t)
+	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
+	g.Getenv = func(string) string { return realKey }
+	g.BodyTimeout, g.IdleTimeout = 300*time.Millisecond, 300*time.Millisecond
+	if err := g.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		g.Close(ctx)
+	})
+	trial, err := g.OpenTrial(TrialSpec{ID: "t1", Channel: "c", UserPubkey: "u", Agents: []AgentSpec{{ID: "a-1", Endpoint: "oa", Log: io.Discard}},
+		Prices: map[string]manifest.Price{"oa": testPrice}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { trial.Close(context.Background()) })
+	addr := strings.TrimPrefix(g.URL(), "http://")
+	tests := []struct {
+		name, send, want string
+	}{
+		{"a stalled body", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + trial.Token("a-1").Reveal() +
+			"\r\nContent-Length: 1000\r\n\r\n{\"messages\":", "HTTP/1.1 408"},
+		{"an idle kept-alive connection", "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + trial.Token("a-1").Reveal() + "\r\n\r\n", "HTTP/1.1 200"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, tt.send)
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			start := time.Now()
+			got, err := io.ReadAll(c) // until the gateway closes the connection
+			if err != nil {
+				t.Fatalf("the connection is still open after %s: %v", time.Since(start), err)
+			}
+			if !strings.HasPrefix(string(got), tt.want) {
+				t.Errorf("answer %.60q, want %s", got, tt.want)
+			}
+		})
 	}
 }

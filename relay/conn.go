@@ -49,6 +49,7 @@ type outFrame struct {
 var (
 	errTooSlow = errors.New("the client did not read its messages fast enough")
 	errNoAuth  = errors.New("the client did not authenticate in time")
+	errEvicted = errors.New("the relay was full: the oldest connection that had not authenticated made room for a new one")
 )
 
 func newConn(r *Relay, ws *websocket.Conn, remote string) *conn {
@@ -150,6 +151,9 @@ func (c *conn) finish() {
 	cause := context.Cause(c.ctx)
 	if errors.Is(cause, errTooSlow) {
 		c.r.audit(auditEntry{Pubkey: c.pubkey, Remote: c.remote, Message: "connection", Reason: PrefixRateLimited + " disconnected: " + errTooSlow.Error()}, c.r.channelsOf(c.pubkey))
+	}
+	if errors.Is(cause, errEvicted) {
+		c.r.audit(auditEntry{Remote: c.remote, Message: "connection", Reason: PrefixRestricted + " disconnected: " + errEvicted.Error()}, nil)
 	}
 	c.cancel(nil)
 	// No closing handshake: a client this far gone may never answer it.

@@ -2,9 +2,13 @@ package relay
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -99,4 +103,72 @@ func TestFilterLimits(t *testing.T) {
 	if reason := <-c.Subscribe(nostr.Filters{f}).Closed; !strings.Contains(reason, "the limit is 1000") {
 		t.Errorf("1001 authors: %q", reason)
 	}
+}
+
+// TestUnauthenticatedConnectionsGiveWay: connections that upgrade and never
+// authenticate fill the relay; members connecting then still get in (the
+// oldest of them make room, and the audit log says so), and a relay full of
+// authenticated connections refuses with its reason.
+func TestUnauthenticatedConnectionsGiveWay(t *testing.T) {
+	var audit syncBuf
+	tr := newTrial(t, 1, func(r *Relay) { r.maxConns, r.maxUnauth, r.Audit = 8, 6, &audit })
+	var idle []*websocket.Conn
+	for range 8 {
+		ws, _, err := websocket.Dial(ctxTimeout(t, 5*time.Second), tr.r.URL(), nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", len(idle)+1, err)
+		}
+		t.Cleanup(func() { ws.CloseNow() })
+		idle = append(idle, ws)
+	}
+	// Six may be unauthenticated at once: the first two gave way.
+	for i, ws := range idle[:2] {
+		if _, _, err := ws.Read(ctxTimeout(t, 5*time.Second)); err == nil || strings.Contains(err.Error(), "deadline") {
+			t.Errorf("connection %d, among the oldest, was not closed: %v", i+1, err)
+		}
+	}
+	login(t, dial(t, tr.r.URL()), tr.orch)
+	login(t, dial(t, tr.r.URL()), tr.workers[0])
+	if n := unauthenticated(tr.r); n > 6 {
+		t.Errorf("%d unauthenticated connections open; the limit is 6", n)
+	}
+	// Authenticated connections fill the rest: none is left to give way.
+	for range 6 {
+		c := dial(t, tr.r.URL())
+		sub := c.Subscribe(channelFilter)
+		<-sub.Closed // auth-required, with the challenge
+		if err := c.Auth(newKey(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, resp, err := websocket.Dial(ctxTimeout(t, 5*time.Second), tr.r.URL(), nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a relay full of authenticated connections let one more in: %v", err)
+	}
+	if got := strings.Count(audit.String(), "made room for a new one"); got < 4 {
+		t.Errorf("the audit log records %d evictions, want at least 4:\n%s", got, audit.String())
+	}
+}
+
+func unauthenticated(r *Relay) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.unauth)
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -36,6 +36,7 @@ const (
 	maxFilters         = 10       // per REQ
 	maxFilterValues    = 1000     // ids, authors, kinds and tag values of one filter
 	maxConnections     = 4096     // websocket connections at once, relay-wide
+	maxUnauthenticated = 1024     // of which not yet authenticated
 	unauthenticatedTTL = time.Minute
 )
 

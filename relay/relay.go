@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,7 +75,13 @@ type Relay struct {
 	channels   map[string]*Channel
 	identities map[string]*conn // authenticated pubkey -> its live connection
 	nconns     int              // websocket connections open
-	profiles   map[string]*nostr.Event
+	// unauth holds the open connections that have not authenticated, with
+	// when they opened: the oldest make room for new ones (serveWebsocket).
+	unauth    map[*conn]time.Time
+	upgrading int // admitted, not yet in unauth
+	maxConns  int // maxConnections, but for tests
+	maxUnauth int // maxUnauthenticated, but for tests
+	profiles  map[string]*nostr.Event
 
 	auditMu sync.Mutex
 }
@@ -136,7 +143,12 @@ func (r *Relay) Open(ctx context.Context) error {
 	r.channels = map[string]*Channel{}
 	r.identities = map[string]*conn{}
 	r.profiles = map[string]*nostr.Event{}
-	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	r.unauth = map[*conn]time.Time{}
+	r.maxConns = cmp.Or(r.maxConns, maxConnections)
+	r.maxUnauth = cmp.Or(r.maxUnauth, maxUnauthenticated)
+	// A connection that never upgrades holds a descriptor: it has 10 s for
+	// its request's headers and a minute between requests.
+	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	r.open = true
 	r.wg.Go(func() {
 		if err := r.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -235,12 +247,21 @@ func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "relay closed", http.StatusServiceUnavailable)
 		return
 	}
-	if r.nconns >= maxConnections {
-		r.mu.Unlock()
-		http.Error(w, fmt.Sprintf("the relay holds %d connections, its limit", maxConnections), http.StatusServiceUnavailable)
-		return
+	if r.nconns >= r.maxConns || len(r.unauth)+r.upgrading >= r.maxUnauth {
+		// The relay is shared by every trial of the job, and agents connect
+		// and authenticate at once: a connection that has not after a while
+		// is the likelier to be a flood, and gives way to the new one.
+		victim := r.oldestUnauthenticated()
+		if victim == nil {
+			r.mu.Unlock()
+			http.Error(w, fmt.Sprintf("the relay holds %d connections, its limit, all authenticated", r.maxConns), http.StatusServiceUnavailable)
+			return
+		}
+		delete(r.unauth, victim)
+		victim.cancel(errEvicted)
 	}
 	r.nconns++
+	r.upgrading++
 	r.wg.Add(1) // the reader: this handler's goroutine, until readLoop ends
 	r.mu.Unlock()
 	defer func() {
@@ -252,6 +273,9 @@ func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
 
 	ws, err := websocket.Accept(w, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
+		r.mu.Lock()
+		r.upgrading--
+		r.mu.Unlock()
 		r.Logger.Debug("websocket upgrade failed", "remote", req.RemoteAddr, "err", err)
 		return
 	}
@@ -259,8 +283,30 @@ func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
 	// up to maxTagBytes: a valid event always fits in a frame.
 	ws.SetReadLimit(int64(r.MaxContentBytes)*6 + maxTagBytes*6 + 16<<10)
 	c := newConn(r, ws, req.RemoteAddr)
+	r.mu.Lock()
+	r.upgrading--
+	r.unauth[c] = r.Now()
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.unauth, c)
+		r.mu.Unlock()
+	}()
 	r.wg.Go(c.writeLoop)
 	c.readLoop()
+}
+
+// oldestUnauthenticated returns the unauthenticated connection open the
+// longest, nil when there is none; r.mu is held.
+func (r *Relay) oldestUnauthenticated() *conn {
+	var oldest *conn
+	var at time.Time
+	for c, t := range r.unauth {
+		if oldest == nil || t.Before(at) {
+			oldest, at = c, t
+		}
+	}
+	return oldest
 }
 
 // channel returns an open channel.
@@ -294,6 +340,7 @@ func (r *Relay) claimIdentity(pk string, c *conn) bool {
 		return false
 	}
 	r.identities[pk] = c
+	delete(r.unauth, c)
 	return true
 }
 

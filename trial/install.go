@@ -175,7 +175,7 @@ func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *InstallRecor
 		tun, err := tunnel.Open(ctx, rt, id, runtime.BinaryPath, []tunnel.Listen{{Addr: proxyListen, Name: "proxy"}},
 			func(ctx context.Context, name string) (net.Conn, error) {
 				return d.DialContext(ctx, "tcp", r.egress.Addr())
-			})
+			}, tunnel.Options{Logger: r.log})
 		if err != nil {
 			return id, fmt.Errorf("install stack %s: %w", st.Name, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/runtime/inside"
+	"github.com/troupebench/troupe/runtime/tunnel"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -140,6 +141,9 @@ type Result struct {
 	Agents             []AgentRecord `json:"agents"`
 	Done               *Done         `json:"done"`
 	Relay              RelayCounts   `json:"relay"`
+	// Tunnel counts the connections the agents opened through the tunnel,
+	// and those refused or closed for their silence (docs/run.md, "Bounds").
+	Tunnel *tunnel.Stats `json:"tunnel,omitempty"`
 	// TrialBudgetExhausted is set when the trial's max_cost_usd was spent.
 	TrialBudgetExhausted bool           `json:"trial_budget_exhausted,omitempty"`
 	Sweep                *inside.Report `json:"sweep"`

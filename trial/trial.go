@@ -817,7 +817,7 @@ func (r *run) openTunnel(ctx context.Context) error {
 		listens = append(listens, tunnel.Listen{Addr: proxyListen, Name: "proxy"})
 	}
 	var err error
-	r.tun, err = tunnel.Open(ctx, r.env.Runtime, r.container, runtime.BinaryPath, listens, dial)
+	r.tun, err = tunnel.Open(ctx, r.env.Runtime, r.container, runtime.BinaryPath, listens, dial, tunnel.Options{Logger: r.log})
 	if err != nil {
 		return err
 	}
@@ -1226,6 +1226,8 @@ func (r *run) closeTunnel() {
 	if err := r.tun.Close(); err != nil {
 		r.cleanupError("close the tunnel", err)
 	}
+	stats := r.tun.Stats()
+	r.res.Tunnel = &stats
 }
 
 func (r *run) removeByLabel(ctx context.Context) {

@@ -28,19 +28,20 @@ type Tunnel struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	stderr bytes.Buffer
+	host   *host
 	mu     sync.Mutex
 	err    error
 }
 
 // Open starts `binary tunnel --listen ADDR=NAME...` in a started container
-// and serves its host end, dialing targets with dial. Use Ready to wait
-// until the container end listens; Close to end it.
-func Open(ctx context.Context, rt Execer, id, binary string, listens []Listen, dial Dialer) (*Tunnel, error) {
+// and serves its host end, dialing targets with dial within opts' bounds.
+// Use Ready to wait until the container end listens; Close to end it.
+func Open(ctx context.Context, rt Execer, id, binary string, listens []Listen, dial Dialer, opts Options) (*Tunnel, error) {
 	cmd := []string{binary, "tunnel"}
 	for _, l := range listens {
 		cmd = append(cmd, "--listen", l.Addr+"="+l.Name)
 	}
-	t := &Tunnel{ready: make(chan struct{})}
+	t := &Tunnel{ready: make(chan struct{}), host: newHost(dial, opts)}
 	pr, pw := io.Pipe()
 	proc, err := rt.Exec(ctx, id, runtime.ExecSpec{Cmd: cmd, Stdin: true, Stdout: pw, Stderr: &lockedWriter{mu: &t.mu, w: &t.stderr}})
 	if err != nil {
@@ -65,7 +66,7 @@ func Open(ctx context.Context, rt Execer, id, binary string, listens []Listen, d
 	}
 	t.sess = sess
 	t.wg.Go(func() {
-		err := serveHost(hostCtx, sess, dial, t.ready)
+		err := t.host.serve(hostCtx, sess, t.ready)
 		t.mu.Lock()
 		t.err = err
 		t.mu.Unlock()
@@ -125,6 +126,9 @@ func (t *Tunnel) WaitReady(ctx context.Context) error {
 		return fmt.Errorf("tunnel not listening yet: %w; it said: %s", context.Cause(ctx), strings.TrimSpace(t.Stderr()))
 	}
 }
+
+// Stats counts the streams the host end served and refused so far.
+func (t *Tunnel) Stats() Stats { return t.host.snapshot() }
 
 // Done is closed when the tunnel process has exited.
 func (t *Tunnel) Done() <-chan struct{} { return t.proc.Done() }

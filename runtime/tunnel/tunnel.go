@@ -49,6 +49,9 @@ func config() *yamux.Config {
 	cfg := yamux.DefaultConfig()
 	cfg.LogOutput = io.Discard
 	cfg.ConnectionWriteTimeout = 30 * time.Second
+	// A stream one side closed and the other never does is reset after
+	// this, rather than the default 5 minutes.
+	cfg.StreamCloseTimeout = 30 * time.Second
 	return cfg
 }
 
@@ -94,7 +97,7 @@ func Container(ctx context.Context, conn io.ReadWriteCloser, listens []Listen, h
 				if err != nil {
 					return
 				}
-				wg.Go(func() { forward(sess, c, name) })
+				wg.Go(func() { forward(ctx, sess, c, name) })
 			}
 		})
 	}
@@ -146,9 +149,11 @@ func serveCall(ctx context.Context, s *yamux.Stream, handlers map[string]Handler
 }
 
 // forward opens a stream for one accepted connection and splices the two.
-func forward(sess *yamux.Session, c net.Conn, name string) {
+// The host end bounds the streams; this end only stops waiting on a
+// half-closed one.
+func forward(ctx context.Context, sess *yamux.Session, c net.Conn, name string) {
 	defer c.Close()
-	s, err := sess.Open()
+	s, err := sess.OpenStream()
 	if err != nil {
 		return
 	}
@@ -156,32 +161,38 @@ func forward(sess *yamux.Session, c net.Conn, name string) {
 	if _, err := fmt.Fprintf(s, "%s\n", name); err != nil {
 		return
 	}
-	splice(c, s, s)
+	splice(ctx, c, s, s, 0, DefaultOptions().HalfOpen)
 }
 
 // Dialer reaches a named target on the host.
 type Dialer func(ctx context.Context, name string) (net.Conn, error)
 
 // Host serves the host end over conn until the container end goes away or
-// ctx ends. ready is closed when the container end listens. Every goroutine
-// it starts has ended when it returns.
-func Host(ctx context.Context, conn io.ReadWriteCloser, dial Dialer, ready chan<- struct{}) error {
+// ctx ends, within opts' bounds. ready is closed when the container end
+// listens. Every goroutine it starts has ended when it returns.
+func Host(ctx context.Context, conn io.ReadWriteCloser, dial Dialer, ready chan<- struct{}, opts Options) error {
 	sess, err := yamux.Server(conn, config())
 	if err != nil {
 		return fmt.Errorf("tunnel: %w", err)
 	}
-	return serveHost(ctx, sess, dial, ready)
+	return newHost(dial, opts).serve(ctx, sess, ready)
 }
 
-func serveHost(ctx context.Context, sess *yamux.Session, dial Dialer, ready chan<- struct{}) error {
+// serve accepts the container end's streams until the session ends. When
+// it ends, every stream's splice ends too, whatever the container end or the
+// targets left open.
+func (h *host) serve(ctx context.Context, sess *yamux.Session, ready chan<- struct{}) error {
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer cancel()
 	defer sess.Close()
 	wg.Go(func() {
 		select {
 		case <-ctx.Done():
 			sess.Close()
 		case <-sess.CloseChan():
+			cancel()
 		}
 	})
 	readyOnce := sync.OnceFunc(func() { close(ready) })
@@ -193,50 +204,48 @@ func serveHost(ctx context.Context, sess *yamux.Session, dial Dialer, ready chan
 			}
 			return fmt.Errorf("tunnel: %w", err)
 		}
-		wg.Go(func() { serveStream(ctx, s, dial, readyOnce) })
+		wg.Go(func() { h.serveStream(ctx, s, readyOnce) })
 	}
 }
 
-func serveStream(ctx context.Context, s *yamux.Stream, dial Dialer, ready func()) {
+// serveStream reads the target a stream names, admits it within its
+// target's limit and splices it to the target.
+func (h *host) serveStream(ctx context.Context, s *yamux.Stream, ready func()) {
 	defer s.Close()
+	if !h.enterUnnamed() {
+		return
+	}
+	s.SetReadDeadline(time.Now().Add(h.opts.Header))
 	br := bufio.NewReaderSize(s, 256)
-	line, err := br.ReadString('\n')
+	line, err := br.ReadSlice('\n') // a name longer than the buffer is refused
+	h.leaveUnnamed(err == nil)
 	if err != nil {
 		return
 	}
-	name := strings.TrimSuffix(line, "\n")
+	s.SetReadDeadline(time.Time{})
+	name := strings.TrimSuffix(string(line), "\n")
 	if name == readyName {
 		ready()
 		return
 	}
-	target, err := dial(ctx, name)
+	key, lim := h.limit(name)
+	if !h.admit(key, lim) {
+		return // the in-container client sees its connection closed
+	}
+	defer h.release(key)
+	target, err := h.dial(ctx, name)
 	if err != nil {
+		h.count(key, func(st *StreamStats) { st.DialFailed++ })
 		return // the in-container client sees its connection closed
 	}
 	defer target.Close()
-	splice(target, br, s)
-}
-
-// splice copies both ways until both sides have ended, then closes both. A
-// clean end of one direction is passed on as a half-close; an error closes
-// everything, so neither copy can outlive a dead session.
-func splice(a net.Conn, fromB io.Reader, toB io.WriteCloser) {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, err := io.Copy(toB, a)
-		toB.Close()
-		if err != nil {
-			a.Close()
-		}
-	})
-	_, err := io.Copy(a, fromB)
-	if cw, ok := a.(interface{ CloseWrite() error }); ok && err == nil {
-		cw.CloseWrite()
-	} else {
-		a.Close()
+	switch splice(ctx, target, s, br, lim.Idle, h.opts.HalfOpen) {
+	case endedIdle:
+		h.count(key, func(st *StreamStats) { st.Idle++ })
+		h.opts.Logger.Info("tunnel: closed an idle stream", "target", key, "idle", lim.Idle)
+	case endedHalfOpen:
+		h.count(key, func(st *StreamStats) { st.HalfOpen++ })
 	}
-	wg.Wait()
-	a.Close()
 }
 
 // Duplex joins two one-way streams into the one connection a session

@@ -54,7 +54,7 @@ func TestTunnelEnds(t *testing.T) {
 			}
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", web.Listener.Addr().String())
-		}, ready)
+		}, ready, Options{})
 	})
 	select {
 	case <-ready:
@@ -152,7 +152,7 @@ func TestCalls(t *testing.T) {
 	}
 	tun, err := Open(t.Context(), fakeExecer{handlers}, "c1", "troupe", nil, func(ctx context.Context, name string) (net.Conn, error) {
 		return nil, fmt.Errorf("no targets")
-	})
+	}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

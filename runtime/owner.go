@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -199,11 +200,63 @@ type ReapOptions struct {
 	DryRun bool
 }
 
+// reapPasses bounds Reap's passes: each one after the first removes only
+// what the previous listing did not show.
+const reapPasses = 5
+
 // Reap removes the troupe resources whose owner process is gone (on this
 // host and boot): containers first, then networks. It returns what it
 // removed (or would remove) and every error it met, joined; one failure does
 // not stop the rest.
+//
+// A killed troupe's last requests may still be in the engine: a container
+// it asked for appears after the listing, and the network it joins then
+// refuses to go. So Reap lists again after removing, and removes what is
+// new (retrying what failed) until a listing shows nothing new, at most
+// reapPasses times; what it removed in the end is not an error.
 func Reap(ctx context.Context, rt Cleaner, self Owner, opts ReapOptions) ([]Resource, error) {
+	seen := map[string]bool{}
+	failed := map[string]error{}
+	var removed []Resource
+	for pass := 0; pass < reapPasses; pass++ {
+		doomed, err := reapable(ctx, rt, self, opts)
+		if err != nil {
+			return removed, errors.Join(append(joinedErrors(failed), err)...)
+		}
+		if opts.DryRun {
+			return doomed, nil
+		}
+		var todo []Resource
+		fresh := false
+		for _, r := range doomed {
+			key := r.Kind + " " + r.ID
+			if !seen[key] {
+				fresh = true
+				todo = append(todo, r)
+			} else if failed[key] != nil {
+				todo = append(todo, r)
+			}
+		}
+		if !fresh {
+			break
+		}
+		for _, r := range todo {
+			key := r.Kind + " " + r.ID
+			seen[key] = true
+			if err := rt.Remove(ctx, r); err != nil {
+				failed[key] = fmt.Errorf("remove %s: %w", r, err)
+				continue
+			}
+			delete(failed, key)
+			removed = append(removed, r)
+		}
+	}
+	return removed, errors.Join(joinedErrors(failed)...)
+}
+
+// reapable lists the resources Reap removes, containers before the
+// networks they are attached to.
+func reapable(ctx context.Context, rt Cleaner, self Owner, opts ReapOptions) ([]Resource, error) {
 	all, err := rt.List(ctx, map[string]string{LabelOwner: ""})
 	if err != nil {
 		return nil, fmt.Errorf("list troupe resources: %w", err)
@@ -222,23 +275,20 @@ func Reap(ctx context.Context, rt Cleaner, self Owner, opts ReapOptions) ([]Reso
 			doomed = append(doomed, r)
 		}
 	}
-	// Containers go before the networks they are attached to.
 	slices.SortStableFunc(doomed, func(a, b Resource) int {
 		return kindOrder(a.Kind) - kindOrder(b.Kind)
 	})
-	if opts.DryRun {
-		return doomed, nil
+	return doomed, nil
+}
+
+// joinedErrors are the failures in a stable order, for one message.
+func joinedErrors(failed map[string]error) []error {
+	keys := slices.Sorted(maps.Keys(failed))
+	errs := make([]error, 0, len(keys))
+	for _, k := range keys {
+		errs = append(errs, failed[k])
 	}
-	var removed []Resource
-	var errs []error
-	for _, r := range doomed {
-		if err := rt.Remove(ctx, r); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s: %w", r, err))
-			continue
-		}
-		removed = append(removed, r)
-	}
-	return removed, errors.Join(errs...)
+	return errs
 }
 
 func kindOrder(kind string) int {

@@ -236,6 +236,56 @@ func TestReap(t *testing.T) {
 	}
 }
 
+// engineCleaner is an engine as Reap meets it after a kill: the dead
+// owner's last create lands just after the first listing, attached to its
+// network, which refuses to go while it is there.
+type engineCleaner struct {
+	resources []Resource
+	late      *Resource // appears once the first listing is done
+	lists     int
+}
+
+func (e *engineCleaner) List(context.Context, map[string]string) ([]Resource, error) {
+	e.lists++
+	out := slices.Clone(e.resources)
+	if e.late != nil {
+		e.resources, e.late = append(e.resources, *e.late), nil
+	}
+	return out, nil
+}
+
+func (e *engineCleaner) Remove(_ context.Context, r Resource) error {
+	if r.Kind != KindContainer && slices.ContainsFunc(e.resources, func(c Resource) bool { return c.Kind == KindContainer }) {
+		return errors.New("network has active endpoints")
+	}
+	e.resources = slices.DeleteFunc(e.resources, func(c Resource) bool { return c.ID == r.ID })
+	return nil
+}
+
+// TestReapLateArrivals: what a killed troupe asked for lands after the
+// reaper's listing; the reaper removes it and the network it kept, and
+// reports no error for what it removed in the end.
+func TestReapLateArrivals(t *testing.T) {
+	self, _ := Self()
+	dead := Owner{Host: self.Host, Boot: self.Boot, PID: 999999, Start: 1}.String()
+	e := &engineCleaner{
+		resources: []Resource{
+			{Kind: "network", ID: "net", Name: "net", Labels: map[string]string{LabelOwner: dead}},
+			{Kind: KindContainer, ID: "first", Labels: map[string]string{LabelOwner: dead}},
+		},
+		late: &Resource{Kind: KindContainer, ID: "late", Labels: map[string]string{LabelOwner: dead}},
+	}
+	removed, err := Reap(context.Background(), e, self, ReapOptions{})
+	if err != nil || len(e.resources) != 0 || len(removed) != 3 {
+		t.Errorf("removed %v (%v); left %v", removed, err, e.resources)
+	}
+	// A reaper that keeps finding the same failure stops.
+	stuck := &engineCleaner{resources: []Resource{{Kind: "network", ID: "net", Name: "net", Labels: map[string]string{LabelOwner: dead}}, {Kind: KindContainer, ID: "mine", Labels: map[string]string{LabelOwner: self.String()}}}}
+	if _, err := Reap(context.Background(), stuck, self, ReapOptions{}); err == nil || !strings.Contains(err.Error(), "remove network net: network has active endpoints") || stuck.lists > 2 {
+		t.Errorf("a network that cannot go: %v after %d listings", err, stuck.lists)
+	}
+}
+
 func TestLoadBinary(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(dir+"/text", []byte("#!/bin/sh\n"), 0o755)

@@ -80,3 +80,16 @@ func runClean(ctx context.Context, out io.Writer, rt runtime.Runtime, opts clean
 	}
 	return err
 }
+
+// reapDead removes what dead troupe processes left (troupe run does it when
+// it starts and when its job ends) and says so on stderr; a failure is a
+// warning: the job runs without it.
+func reapDead(ctx context.Context, stderr io.Writer, rt runtime.Runtime) {
+	reaped, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{})
+	if len(reaped) > 0 {
+		fmt.Fprintf(stderr, "removed %d containers or networks left by troupe processes that died\n", len(reaped))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: removing what dead troupe processes left: %v\n", err)
+	}
+}

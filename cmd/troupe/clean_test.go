@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/docker"
+)
+
+// stressCPU keeps n busy loops running, each in a process of its own, until
+// the test ends: the load average of a shared CI machine, where the Docker
+// Engine answers late and the killed troupe's last requests land after the
+// next one has started.
+func stressCPU(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start a busy loop: %v", err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
+}
+
+// ownedBy lists the troupe resources whose owner label names pid.
+func ownedBy(t *testing.T, rt *docker.Docker, pid int) []runtime.Resource {
+	t.Helper()
+	all, err := rt.List(context.Background(), map[string]string{runtime.LabelOwner: ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []runtime.Resource
+	for _, r := range all {
+		if o, err := runtime.ParseOwner(r.Labels[runtime.LabelOwner]); err == nil && o.PID == pid {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestRunKilledUnderLoad runs the real binary on a machine kept busy
+// (4 busy loops per CPU): troupe run is killed with SIGKILL while its
+// first containers are being created; troupe clean --dry-run then lists
+// every container and network it left, and the same command run again
+// leaves nothing of the killed run once it has finished.
+func TestRunKilledUnderLoad(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "troupe")
+	if err := runtime.BuildBinary(t.Context(), "../..", bin); err != nil {
+		t.Fatal(err)
+	}
+	rt := docker.New("test", nil)
+	if err := rt.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	t.Cleanup(func() {
+		if b, err := runtime.LoadBinary(bin); err == nil {
+			rt.RemoveBinaryVolume(context.Background(), b)
+		}
+	})
+	out := filepath.Join(t.TempDir(), "killed-job")
+	scenario, _ := filepath.Abs("../../trial/testdata/scenarios/slow.yaml")
+	config := filepath.Join(t.TempDir(), "troupe.yaml")
+	write(t, config, "endpoints:\n  mock/slow:\n    api: mock\n    scenario: "+scenario+"\n")
+	args := []string{"run", "--config", config, "trial/testdata/manifests/slow.yaml", "--tasks", "examples/tasks/hello-world", "-k", "8", "-n", "4", "--out", out}
+
+	stressCPU(t, 4*goruntime.NumCPU())
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = "../.."
+	var output syncBuffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := cmd.Process.Pid
+	// Whatever the test leaves of the killed run goes, whatever it asserts.
+	t.Cleanup(func() {
+		for _, r := range ownedBy(t, rt, killed) {
+			rt.Remove(context.Background(), r)
+		}
+	})
+	// SIGKILL as soon as its first container exists: the other trials'
+	// containers are being created.
+	deadline := time.Now().Add(3 * time.Minute)
+	for !slices.ContainsFunc(ownedBy(t, rt, killed), func(r runtime.Resource) bool { return r.Kind == runtime.KindContainer }) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no container appeared:\n%s", output.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	left := ownedBy(t, rt, killed)
+	if len(left) == 0 {
+		t.Fatal("SIGKILL left nothing to clean: the test proves nothing")
+	}
+	t.Logf("left by the killed run: %v", left)
+
+	clean := exec.Command(bin, "clean", "--dry-run")
+	clean.Dir = "../.."
+	dry, err := clean.CombinedOutput()
+	if err != nil {
+		t.Fatalf("troupe clean --dry-run: %v\n%s", err, dry)
+	}
+	for _, r := range left {
+		if !strings.Contains(string(dry), fmt.Sprintf("would remove %s (owner %s", r, r.Labels[runtime.LabelOwner])) {
+			t.Errorf("troupe clean --dry-run does not list %s of the killed run:\n%s", r, dry)
+		}
+	}
+
+	rerun := exec.Command(bin, args...)
+	rerun.Dir = "../.."
+	again, err := rerun.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, again)
+	}
+	if still := ownedBy(t, rt, killed); len(still) > 0 {
+		t.Errorf("after the rerun, left of the killed run: %v\nrerun said:\n%s", still, again)
+	}
+	if mine := ownedBy(t, rt, rerun.Process.Pid); len(mine) > 0 {
+		t.Errorf("the rerun left its own: %v", mine)
+	}
+	if !strings.Contains(string(again), "test-slow  8       8") {
+		t.Errorf("the rerun did not finish the job:\n%s", again)
+	}
+	os.RemoveAll(out)
+}

@@ -140,3 +140,93 @@ func TestRunKilledUnderLoad(t *testing.T) {
 	}
 	os.RemoveAll(out)
 }
+
+// TestRunStopsWithGoRun: troupe started by go run (a go-build folder, a
+// parent named go) and go killed with SIGKILL: troupe stops as on a first
+// Ctrl+C instead of running on unseen, and removes its containers.
+func TestRunStopsWithGoRun(t *testing.T) {
+	built := filepath.Join(t.TempDir(), "troupe")
+	if err := runtime.BuildBinary(t.Context(), "../..", built); err != nil {
+		t.Fatal(err)
+	}
+	rt := docker.New("test", nil)
+	if err := rt.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	t.Cleanup(func() {
+		if b, err := runtime.LoadBinary(built); err == nil {
+			rt.RemoveBinaryVolume(context.Background(), b)
+		}
+	})
+	// go run's layout: the binary under $WORK/go-build…/b001/exe, go its
+	// parent (here a script of that name, which does not exec).
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "go-build123", "b001", "exe", "troupe")
+	data, err := os.ReadFile(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, bin, "")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gocmd := filepath.Join(tmp, "fake", "go")
+	write(t, gocmd, "#!/bin/sh\n\"$@\"\nexit $?\n")
+	os.Chmod(gocmd, 0o755)
+
+	out := filepath.Join(t.TempDir(), "gorun-job")
+	scenario, _ := filepath.Abs("../../trial/testdata/scenarios/slow.yaml")
+	config := filepath.Join(t.TempDir(), "troupe.yaml")
+	write(t, config, "endpoints:\n  mock/slow:\n    api: mock\n    scenario: "+scenario+"\n")
+	cmd := exec.Command(gocmd, bin, "run", "--config", config, "trial/testdata/manifests/slow.yaml", "--tasks", "examples/tasks/hello-world", "-k", "8", "-n", "2", "--out", out)
+	cmd.Dir = "../.."
+	var output syncBuffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait() // returns once troupe, which holds the output, is gone too
+		close(exited)
+	}()
+	// troupe's pid is in its containers' owner label.
+	pid := 0
+	t.Cleanup(func() {
+		if pid != 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+		<-exited
+		if pid != 0 {
+			for _, r := range ownedBy(t, rt, pid) {
+				rt.Remove(context.Background(), r)
+			}
+		}
+	})
+	for deadline := time.Now().Add(3 * time.Minute); pid == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no container appeared:\n%s", output.String())
+		}
+		all, _ := rt.List(t.Context(), map[string]string{runtime.LabelOwner: ""})
+		for _, r := range all {
+			if o, err := runtime.ParseOwner(r.Labels[runtime.LabelOwner]); err == nil && strings.HasPrefix(r.Labels[runtime.LabelJob], "gorun-job-") {
+				pid = o.PID
+			}
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("troupe still runs 5 minutes after go run was killed:\n%s", output.String())
+	}
+	if !strings.Contains(output.String(), "stopping: cancelling the running trials") {
+		t.Errorf("troupe did not stop when go run was killed:\n%s", output.String())
+	}
+	if left := ownedBy(t, rt, pid); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	os.RemoveAll(out)
+}

@@ -51,17 +51,16 @@ func ownedBy(t *testing.T, rt *docker.Docker, pid int) []runtime.Resource {
 	return out
 }
 
-// TestRunKilledUnderLoad runs the real binary on a machine kept busy
-// (4 busy loops per CPU): troupe run is killed with SIGKILL while its
-// first containers are being created; troupe clean --dry-run then lists
-// every container and network it left, and the same command run again
-// leaves nothing of the killed run once it has finished.
-func TestRunKilledUnderLoad(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "troupe")
+// builtTroupe builds troupe's static binary, opens the Docker Engine the
+// test looks at, and writes a config whose mock/slow endpoint takes a few
+// seconds a trial; the binary's volume goes when the test ends.
+func builtTroupe(t *testing.T) (bin string, rt *docker.Docker, config string) {
+	t.Helper()
+	bin = filepath.Join(t.TempDir(), "troupe")
 	if err := runtime.BuildBinary(t.Context(), "../..", bin); err != nil {
 		t.Fatal(err)
 	}
-	rt := docker.New("test", nil)
+	rt = docker.New("test", nil)
 	if err := rt.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +70,20 @@ func TestRunKilledUnderLoad(t *testing.T) {
 			rt.RemoveBinaryVolume(context.Background(), b)
 		}
 	})
-	out := filepath.Join(t.TempDir(), "killed-job")
 	scenario, _ := filepath.Abs("../../trial/testdata/scenarios/slow.yaml")
-	config := filepath.Join(t.TempDir(), "troupe.yaml")
+	config = filepath.Join(t.TempDir(), "troupe.yaml")
 	write(t, config, "endpoints:\n  mock/slow:\n    api: mock\n    scenario: "+scenario+"\n")
+	return bin, rt, config
+}
+
+// TestRunKilledUnderLoad runs the real binary on a machine kept busy
+// (4 busy loops per CPU): troupe run is killed with SIGKILL while its
+// first containers are being created; troupe clean --dry-run then lists
+// every container and network it left, and the same command run again
+// leaves nothing of the killed run once it has finished.
+func TestRunKilledUnderLoad(t *testing.T) {
+	bin, rt, config := builtTroupe(t)
+	out := filepath.Join(t.TempDir(), "killed-job")
 	args := []string{"run", "--config", config, "trial/testdata/manifests/slow.yaml", "--tasks", "examples/tasks/hello-world", "-k", "8", "-n", "4", "--out", out}
 
 	stressCPU(t, 4*goruntime.NumCPU())
@@ -145,20 +154,7 @@ func TestRunKilledUnderLoad(t *testing.T) {
 // parent named go) and go killed with SIGKILL: troupe stops as on a first
 // Ctrl+C instead of running on unseen, and removes its containers.
 func TestRunStopsWithGoRun(t *testing.T) {
-	built := filepath.Join(t.TempDir(), "troupe")
-	if err := runtime.BuildBinary(t.Context(), "../..", built); err != nil {
-		t.Fatal(err)
-	}
-	rt := docker.New("test", nil)
-	if err := rt.Open(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
-	t.Cleanup(func() {
-		if b, err := runtime.LoadBinary(built); err == nil {
-			rt.RemoveBinaryVolume(context.Background(), b)
-		}
-	})
+	built, rt, config := builtTroupe(t)
 	// go run's layout: the binary under $WORK/go-build…/b001/exe, go its
 	// parent (here a script of that name, which does not exec).
 	tmp := t.TempDir()
@@ -176,9 +172,6 @@ func TestRunStopsWithGoRun(t *testing.T) {
 	os.Chmod(gocmd, 0o755)
 
 	out := filepath.Join(t.TempDir(), "gorun-job")
-	scenario, _ := filepath.Abs("../../trial/testdata/scenarios/slow.yaml")
-	config := filepath.Join(t.TempDir(), "troupe.yaml")
-	write(t, config, "endpoints:\n  mock/slow:\n    api: mock\n    scenario: "+scenario+"\n")
 	cmd := exec.Command(gocmd, bin, "run", "--config", config, "trial/testdata/manifests/slow.yaml", "--tasks", "examples/tasks/hello-world", "-k", "8", "-n", "2", "--out", out)
 	cmd.Dir = "../.."
 	var output syncBuffer

@@ -178,7 +178,9 @@ func TestRunStopsWithGoRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, bin, "")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +216,11 @@ func TestRunStopsWithGoRun(t *testing.T) {
 		}
 	})
 	for deadline := time.Now().Add(3 * time.Minute); pid == 0; time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-exited:
+			t.Fatalf("troupe ended before it was killed:\n%s", output.String())
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no container appeared:\n%s", output.String())
 		}

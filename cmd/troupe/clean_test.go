@@ -102,10 +102,14 @@ func TestRunKilledUnderLoad(t *testing.T) {
 			rt.Remove(context.Background(), r)
 		}
 	})
-	// SIGKILL as soon as its first container exists: the other trials'
-	// containers are being created.
+	// SIGKILL as soon as its first trial's container exists (not a helper
+	// container such as the binary volume's filler, which goes by itself):
+	// the other trials' containers are being created.
+	trialContainer := func(r runtime.Resource) bool {
+		return r.Kind == runtime.KindContainer && r.Labels[runtime.LabelTrial] != ""
+	}
 	deadline := time.Now().Add(3 * time.Minute)
-	for !slices.ContainsFunc(ownedBy(t, rt, killed), func(r runtime.Resource) bool { return r.Kind == runtime.KindContainer }) {
+	for !slices.ContainsFunc(ownedBy(t, rt, killed), trialContainer) {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
 			cmd.Wait()

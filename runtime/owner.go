@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -85,32 +86,103 @@ func bootID() (string, error) {
 // processStart reads a process's start time (field 22 of /proc/pid/stat).
 // A missing process is fs.ErrNotExist.
 func processStart(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := readProc(pid)
+	return p.start, err
+}
+
+// proc is what the owner check reads of a process in /proc.
+type proc struct {
+	start uint64 // clock ticks since boot (stat field 22)
+	state byte   // R, S, D, Z, X… (stat field 3)
+	flags uint64 // the kernel's PF_* flags (stat field 9)
+	// killed: SIGKILL is pending, for the thread group or its leader
+	// (SigPnd, ShdPnd in /proc/pid/status).
+	killed bool
+}
+
+// pfExiting is the kernel's PF_EXITING: the process is in exit().
+const pfExiting = 0x4
+
+// gone says the process will create nothing more: it is a zombie or dead,
+// in exit(), or SIGKILL waits for it. A troupe killed on a loaded machine
+// stays in these states for seconds (its parent has not waited for it yet,
+// its threads have not all run to their end); its pid and start time still
+// match, and without this its containers counted as a live owner's.
+func (p proc) gone() bool {
+	return p.state == 'Z' || p.state == 'X' || p.state == 'x' || p.flags&pfExiting != 0 || p.killed
+}
+
+// readProc reads /proc/pid/stat and /proc/pid/status. A missing process is
+// fs.ErrNotExist.
+func readProc(pid int) (proc, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return proc{}, err
 	}
+	// A process reaped between the two reads is gone: fs.ErrNotExist too.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return proc{}, err
+	}
+	return parseProc(pid, stat, status)
+}
+
+// sigkillBit is SIGKILL's bit in /proc/pid/status's signal masks.
+const sigkillBit = 1 << (9 - 1)
+
+// parseProc reads a process's /proc/pid/stat and /proc/pid/status (which
+// may be empty: then no signal counts as pending).
+func parseProc(pid int, stat, status []byte) (proc, error) {
 	// The command name (field 2) may hold spaces and parentheses: the
 	// fields after it start after the last ')'.
-	rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
-	fields := strings.Fields(rest)
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat is too short", pid)
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || !strings.Contains(s[:i], "(") {
+		return proc{}, fmt.Errorf("/proc/%d/stat has no command name", pid)
 	}
-	return strconv.ParseUint(fields[19], 10, 64)
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return proc{}, fmt.Errorf("/proc/%d/stat is too short", pid)
+	}
+	var p proc
+	var err error
+	if len(fields[0]) != 1 {
+		return proc{}, fmt.Errorf("/proc/%d/stat: state %q", pid, fields[0])
+	}
+	p.state = fields[0][0]
+	if p.flags, err = strconv.ParseUint(fields[6], 10, 64); err != nil {
+		return proc{}, fmt.Errorf("/proc/%d/stat: flags: %w", pid, err)
+	}
+	if p.start, err = strconv.ParseUint(fields[19], 10, 64); err != nil {
+		return proc{}, fmt.Errorf("/proc/%d/stat: start time: %w", pid, err)
+	}
+	for line := range strings.Lines(string(status)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "SigPnd" && name != "ShdPnd") {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(value), 16, 64)
+		if err != nil {
+			return proc{}, fmt.Errorf("/proc/%d/status: %s: %w", pid, name, err)
+		}
+		p.killed = p.killed || mask&sigkillBit != 0
+	}
+	return p, nil
 }
 
 // Alive reports whether the owner still runs, as seen from self: only an
 // owner on the same host and boot can be checked; any other is assumed
-// alive.
+// alive. A process that is ending (a zombie, in exit, SIGKILL pending)
+// is not alive: it creates nothing more.
 func (o Owner) Alive(self Owner) bool {
 	if o.Host != self.Host || o.Boot != self.Boot {
 		return true
 	}
-	start, err := processStart(o.PID)
+	p, err := readProc(o.PID)
 	if err != nil {
 		return !errors.Is(err, os.ErrNotExist)
 	}
-	return start == o.Start
+	return p.start == o.Start && !p.gone()
 }
 
 // Cleaner is what Reap needs from a runtime.
@@ -128,11 +200,63 @@ type ReapOptions struct {
 	DryRun bool
 }
 
+// reapPasses bounds Reap's passes: each one after the first removes only
+// what the previous listing did not show.
+const reapPasses = 5
+
 // Reap removes the troupe resources whose owner process is gone (on this
 // host and boot): containers first, then networks. It returns what it
 // removed (or would remove) and every error it met, joined; one failure does
 // not stop the rest.
+//
+// A killed troupe's last requests may still be in the engine: a container
+// it asked for appears after the listing, and the network it joins then
+// refuses to go. So Reap lists again after removing, and removes what is
+// new (retrying what failed) until a listing shows nothing new, at most
+// reapPasses times; what it removed in the end is not an error.
 func Reap(ctx context.Context, rt Cleaner, self Owner, opts ReapOptions) ([]Resource, error) {
+	seen := map[string]bool{}
+	failed := map[string]error{}
+	var removed []Resource
+	for pass := 0; pass < reapPasses; pass++ {
+		doomed, err := reapable(ctx, rt, self, opts)
+		if err != nil {
+			return removed, errors.Join(append(joinedErrors(failed), err)...)
+		}
+		if opts.DryRun {
+			return doomed, nil
+		}
+		var todo []Resource
+		fresh := false
+		for _, r := range doomed {
+			key := r.Kind + " " + r.ID
+			if !seen[key] {
+				fresh = true
+				todo = append(todo, r)
+			} else if failed[key] != nil {
+				todo = append(todo, r)
+			}
+		}
+		if !fresh {
+			break
+		}
+		for _, r := range todo {
+			key := r.Kind + " " + r.ID
+			seen[key] = true
+			if err := rt.Remove(ctx, r); err != nil {
+				failed[key] = fmt.Errorf("remove %s: %w", r, err)
+				continue
+			}
+			delete(failed, key)
+			removed = append(removed, r)
+		}
+	}
+	return removed, errors.Join(joinedErrors(failed)...)
+}
+
+// reapable lists the resources Reap removes, containers before the
+// networks they are attached to.
+func reapable(ctx context.Context, rt Cleaner, self Owner, opts ReapOptions) ([]Resource, error) {
 	all, err := rt.List(ctx, map[string]string{LabelOwner: ""})
 	if err != nil {
 		return nil, fmt.Errorf("list troupe resources: %w", err)
@@ -151,23 +275,20 @@ func Reap(ctx context.Context, rt Cleaner, self Owner, opts ReapOptions) ([]Reso
 			doomed = append(doomed, r)
 		}
 	}
-	// Containers go before the networks they are attached to.
 	slices.SortStableFunc(doomed, func(a, b Resource) int {
 		return kindOrder(a.Kind) - kindOrder(b.Kind)
 	})
-	if opts.DryRun {
-		return doomed, nil
+	return doomed, nil
+}
+
+// joinedErrors are the failures in a stable order, for one message.
+func joinedErrors(failed map[string]error) []error {
+	keys := slices.Sorted(maps.Keys(failed))
+	errs := make([]error, 0, len(keys))
+	for _, k := range keys {
+		errs = append(errs, failed[k])
 	}
-	var removed []Resource
-	var errs []error
-	for _, r := range doomed {
-		if err := rt.Remove(ctx, r); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s: %w", r, err))
-			continue
-		}
-		removed = append(removed, r)
-	}
-	return removed, errors.Join(errs...)
+	return errs
 }
 
 func kindOrder(kind string) int {

@@ -23,7 +23,8 @@ func newCleanCmd(a *app) *cobra.Command {
 		Long: `Every container and network troupe creates is labelled with its owner: the host, boot,
 process id and start time of the troupe process that made it. clean removes those whose
 owner process is gone (it crashed or was killed), on this host, and says what it removed.
-troupe run does the same when it starts.
+troupe run does the same when it starts and when its job ends (what a killed troupe asked
+for can land late). A troupe that is ending (a zombie, SIGKILL pending) counts as gone.
 
 --all removes every troupe resource on the Docker engine, whoever owns it, running or
 not, and the volumes that hold troupe's binary (one per build, troupe-bin-<digest>,
@@ -79,4 +80,17 @@ func runClean(ctx context.Context, out io.Writer, rt runtime.Runtime, opts clean
 		fmt.Fprintln(out, "nothing to clean")
 	}
 	return err
+}
+
+// reapDead removes what dead troupe processes left (troupe run does it when
+// it starts and when its job ends) and says so on stderr; a failure is a
+// warning: the job runs without it.
+func reapDead(ctx context.Context, stderr io.Writer, rt runtime.Runtime) {
+	reaped, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{})
+	if len(reaped) > 0 {
+		fmt.Fprintf(stderr, "removed %d containers or networks left by troupe processes that died\n", len(reaped))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: removing what dead troupe processes left: %v\n", err)
+	}
 }

@@ -20,6 +20,7 @@ func main() {
 	// (task warnings): its lines would only interleave with troupe's.
 	logrus.SetOutput(io.Discard)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopWithGoRun()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -467,11 +467,15 @@ func runJob(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, opts r
 			err = errors.Join(err, fmt.Errorf("close the %s runtime: %w", rt.Name(), cerr))
 		}
 	}()
-	if reaped, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{}); err != nil {
-		fmt.Fprintf(a.stderr, "warning: removing what dead troupe processes left: %v\n", err)
-	} else if len(reaped) > 0 {
-		fmt.Fprintf(a.stderr, "removed %d containers or networks left by troupe processes that died\n", len(reaped))
-	}
+	reapDead(ctx, a.stderr, rt)
+	// A killed troupe's last requests can still be in the engine: what they
+	// create lands after the reap above, while this job runs. The job's end
+	// reaps again.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		reapDead(cctx, a.stderr, rt)
+	}()
 	bin, _, err := selfBinary(ctx)
 	if err != nil {
 		return nil, err

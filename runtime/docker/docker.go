@@ -373,12 +373,29 @@ func (d *Docker) Remove(ctx context.Context, r runtime.Resource) error {
 	return fmt.Errorf("docker: cannot remove a %s", r.Kind)
 }
 
+// removeContainer removes a container by force and returns once it is
+// gone. Two troupe processes may remove the same one at once (a run's
+// reaper and troupe clean): the engine refuses the second while the first
+// removal runs, and that one then waits for the container to go instead of
+// failing.
 func (d *Docker) removeContainer(ctx context.Context, id string) error {
 	err := d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	if err == nil || cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
 		return fmt.Errorf("docker: remove container %s: %w", short(id), err)
 	}
-	return nil
+	gone, errs := d.cli.ContainerWait(ctx, id, container.WaitConditionRemoved)
+	select {
+	case <-gone:
+		return nil
+	case werr := <-errs:
+		if cerrdefs.IsNotFound(werr) {
+			return nil
+		}
+		return fmt.Errorf("docker: remove container %s: another removal is under way, and waiting for it: %w", short(id), werr)
+	}
 }
 
 func (d *Docker) removeNetwork(ctx context.Context, id string) error {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -203,7 +204,7 @@ var trialListens = []tunnel.Listen{{Addr: "127.0.0.1:3600", Name: "relay"}, {Add
 
 func openTunnel(t testing.TB, d *Docker, id string, dial tunnel.Dialer) *tunnel.Tunnel {
 	t.Helper()
-	tun, err := tunnel.Open(context.Background(), d, id, runtime.BinaryPath, trialListens, dial)
+	tun, err := tunnel.Open(context.Background(), d, id, runtime.BinaryPath, trialListens, dial, tunnel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,6 +533,42 @@ func TestReaper(t *testing.T) {
 	}
 	if rs, _ := d.List(ctx, map[string]string{runtime.LabelTrial: "orphan", runtime.LabelJob: runID}); len(rs) != 0 {
 		t.Errorf("still there: %v", rs)
+	}
+}
+
+// TestRemoveTogether: two troupe processes (a run's reaper and troupe
+// clean) removing the same containers at once. Each removal succeeds, and
+// only once the container is gone: the one that finds a removal already in
+// progress waits for it instead of failing.
+func TestRemoveTogether(t *testing.T) {
+	d := newDocker(t)
+	ctx := context.Background()
+	for round := range 3 {
+		id, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sleep", "600"}, Labels: map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "remove-together"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 6)
+		for i := range errs {
+			wg.Go(func() {
+				if errs[i] = d.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); errs[i] != nil {
+					return
+				}
+				if _, err := d.cli.ContainerInspect(ctx, id); !cerrdefs.IsNotFound(err) {
+					errs[i] = fmt.Errorf("Remove returned while the container is still there: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("round %d, remover %d: %v", round, i, err)
+			}
+		}
 	}
 }
 

@@ -305,28 +305,25 @@ func (rr *RecordReader) Next() (Call, error) {
 		return Call{}, rr.err
 	}
 	for rr.sc.Scan() {
-		line := rr.sc.Bytes()
-		var head struct {
-			Block string `json:"block"`
-			Call  int64  `json:"call"`
+		// One pass over the line: a block or a call.
+		var l struct {
+			Block string          `json:"block"`
+			JSON  json.RawMessage `json:"json"`
+			Call
 		}
-		if json.Unmarshal(line, &head) != nil {
+		if json.Unmarshal(rr.sc.Bytes(), &l) != nil {
 			rr.skipped++
 			continue
 		}
-		if head.Block != "" {
-			var b blockLine
-			if json.Unmarshal(line, &b) == nil {
-				if len(b.JSON) == 0 {
-					b.JSON = json.RawMessage("null")
-				}
-				rr.blocks[b.Block] = slices.Clone(b.JSON)
+		if l.Block != "" {
+			if len(l.JSON) == 0 {
+				l.JSON = json.RawMessage("null")
 			}
+			rr.blocks[l.Block] = l.JSON
 			continue
 		}
-		var c Call
-		if json.Unmarshal(line, &c) != nil || head.Call == 0 {
-			rr.skipped++
+		c := l.Call
+		if c.N == 0 {
 			continue
 		}
 		rr.index++

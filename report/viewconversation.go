@@ -122,6 +122,7 @@ type convTop struct {
 type convBottom struct {
 	Recorded  bool
 	Calls     int64
+	Partial   bool // the record was not read to its end: Calls were read
 	Notes     []string
 	Unmatched int // metering lines no recorded call matched
 }
@@ -292,17 +293,17 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 				refused = append(refused, fmt.Sprintf("call %d is not shown: %v", e.Call, e))
 			}
 			if e.Record {
-				readErr = err
+				readErr, out.Partial = err, true
 				break
 			}
 			continue
 		}
 		if err != nil {
-			readErr = err
+			readErr, out.Partial = err, true
 			break
 		}
 		out.Calls++
-		if out.Calls > maxConvCalls || budget.left <= 0 {
+		if out.Calls > maxConvCalls {
 			continue // counted, for the note
 		}
 		c := convCall{N: line.N, Time: line.Time.UTC().Format("15:04:05.000"), API: string(line.API), Status: line.Status,
@@ -393,7 +394,10 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 			return out
 		}
 		if budget.left <= 0 {
-			out.Notes = append(out.Notes, fmt.Sprintf("the page stops at %d MiB of text, after call %d: the calls after it are counted, not shown", maxConvPage>>20, line.N))
+			// Reading on would only build what is not shown.
+			out.Notes = append(out.Notes, fmt.Sprintf("the page stops at %d MiB of text, after call %d: the rest of the record is not read", maxConvPage>>20, line.N))
+			out.Partial = true
+			break
 		}
 	}
 	out.Notes = append(out.Notes, refused...)

@@ -310,7 +310,7 @@ func TestConversationPageBounded(t *testing.T) {
 		want        string
 	}{
 		{"one call names a block 4,000 times", 1, 4000, "call 1 is not shown"},
-		{"1,000 calls name it 20 times each", 1000, 20, "the page stops at"},
+		{"1,000 calls name it 20 times each", 1000, 20, "calls read; the rest of the record is not"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := copyFixture(t)
@@ -352,7 +352,7 @@ func TestConversationPageBounded(t *testing.T) {
 			if !strings.Contains(string(page), tc.want) || !strings.HasSuffix(strings.TrimSpace(string(page)), "</html>") {
 				t.Errorf("the page does not say %q, or is not whole: …%s", tc.want, page[max(0, len(page)-2000):])
 			}
-			if n > 512 {
+			if n > 384 { // a few copies of the page's bound, whatever the record names
 				t.Errorf("the page allocated %d MiB", n)
 			}
 		})

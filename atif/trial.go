@@ -216,16 +216,10 @@ func readRecord(root *os.Root, name string, lim llm.RecordLimits, meter func(llm
 	}
 	rr := llm.NewRecordReader(zr, lim)
 	b := newBuilder()
-	for {
-		c, err := rr.Next()
-		if err == io.EOF {
-			return b, rr.Missing(), nil
-		}
-		if err != nil {
-			return nil, rr.Missing(), err
-		}
-		b.call(c, meter)
+	if err := rr.Each(func(c llm.Call) { b.call(c, meter) }); err != nil {
+		return nil, rr.Missing(), err
 	}
+	return b, rr.Missing(), nil
 }
 
 // readMeter reads an agent's call log and finds a recorded call's line in

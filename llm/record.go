@@ -344,6 +344,21 @@ func (rr *RecordReader) Next() (Call, error) {
 	return Call{}, rr.err
 }
 
+// Each calls fn with each call left in the record, in order, and returns
+// the error that ended the reading: nil at the record's end.
+func (rr *RecordReader) Each(fn func(Call)) error {
+	for {
+		c, err := rr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fn(c)
+	}
+}
+
 // field is one field of a recorded request, resolved to what it names.
 type field struct {
 	key   string
@@ -450,16 +465,8 @@ func ReadConversation(r io.Reader) (calls []Call, missing int, err error) {
 // limit ends the reading with its *ExpansionError.
 func ReadConversationLimits(r io.Reader, lim RecordLimits) (calls []Call, missing int, err error) {
 	rr := NewRecordReader(r, lim)
-	for {
-		c, err := rr.Next()
-		if err == io.EOF {
-			return calls, rr.Missing(), nil
-		}
-		if err != nil {
-			return calls, rr.Missing(), err
-		}
-		calls = append(calls, c)
-	}
+	err = rr.Each(func(c Call) { calls = append(calls, c) })
+	return calls, rr.Missing(), err
 }
 
 // ReadCompressedConversation reads a record as a trial leaves it, gzipped

@@ -112,17 +112,14 @@ func readRecord(path string, lim llm.RecordLimits) ([]llm.Call, int, error) {
 	}
 	rr := llm.NewRecordReader(zr, lim)
 	var calls []llm.Call
-	for {
-		c, err := rr.Next()
-		if err == io.EOF {
-			return calls, rr.Missing(), nil
-		}
-		if err != nil {
-			return nil, rr.Missing(), err
-		}
+	err = rr.Each(func(c llm.Call) {
 		c.Request = lastMessage(c.Request)
 		calls = append(calls, c)
+	})
+	if err != nil {
+		return nil, rr.Missing(), err
 	}
+	return calls, rr.Missing(), nil
 }
 
 // lastMessage is a request with only the last item of its history.

@@ -192,6 +192,9 @@ func readJSON(root *os.Root, name string, v any) error {
 		return err
 	}
 	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > maxJSONFile {
+		return fmt.Errorf("%s: over %d bytes: %w", name, maxJSONFile, errTooBig)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxJSONFile+1))
 	if err != nil {
 		return err

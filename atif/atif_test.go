@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -231,5 +232,51 @@ func TestCheckRefuses(t *testing.T) {
 		if err := atiftest.Check([]byte(doc)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestExportRefusesTamperedFiles: files an attacker left in a trial folder
+// cannot make the export build what they name: a 400-byte record naming a
+// 256 KiB block 4,000 times is refused with the record, the call and the
+// limit, before it is expanded; an oversized result.json is refused too.
+func TestExportRefusesTamperedFiles(t *testing.T) {
+	ids := strings.TrimSuffix(strings.Repeat(`"b",`, 4000), ",")
+	record := gz(t, `{"block":"b","json":"`+strings.Repeat("a", 256<<10)+`"}`,
+		`{"call":1,"time":"2026-12-01T10:00:00Z","api":"openai","status":200,"request":{"messages":{"$blocks":[`+ids+`]}}}`)
+	result := []byte(`{"trial_name":"x","outcome":"passed","agents":[{"id":"lead-1","role":"lead"}]}`)
+	for _, tc := range []struct {
+		name   string
+		files  map[string][]byte
+		want   []string
+		maxMiB uint64
+	}{
+		{"a record naming one block 4,000 times", map[string][]byte{"result.json": result, "agents/lead-1/llm-conversation.jsonl.gz": record},
+			[]string{"agents/lead-1/llm-conversation.jsonl.gz", "call 1", "134217728"}, 32},
+		{"a result.json of 17 MiB", map[string][]byte{"result.json": append(bytes.Repeat([]byte(" "), 17<<20), result...)},
+			[]string{"result.json", "over 16777216 bytes"}, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, data := range tc.files {
+				write(t, filepath.Join(dir, name), data)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := atif.Trial(dir)
+			runtime.ReadMemStats(&after)
+			n := (after.TotalAlloc - before.TotalAlloc) >> 20
+			t.Logf("%d MiB allocated: %v", n, err)
+			if err == nil {
+				t.Fatal("exported")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error %q does not say %q", err, w)
+				}
+			}
+			if n > tc.maxMiB {
+				t.Errorf("the export allocated %d MiB, want under %d", n, tc.maxMiB)
+			}
+		})
 	}
 }

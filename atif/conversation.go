@@ -27,18 +27,32 @@ type AgentInfo struct {
 // usage and cost, llm-calls.jsonl); without one a step's metrics are the
 // answer's usage. The result has no step when calls is empty.
 func FromConversation(agent AgentInfo, calls []llm.Call, meter func(llm.Call) (llm.Record, bool)) Trajectory {
-	b := builder{seen: map[string]bool{}}
-	var tools json.RawMessage
+	b := newBuilder()
 	for _, c := range calls {
-		req := parseRequest(c)
-		if tools == nil {
-			tools = req.tools
-		}
-		for i, it := range req.items {
-			b.input(it, i == 0, c)
-		}
-		b.agentStep(c, meter)
+		b.call(c, meter)
 	}
+	return b.trajectory(agent)
+}
+
+func newBuilder() *builder { return &builder{seen: map[string]bool{}} }
+
+// call adds one model call: the input its request added, then its step.
+// Calls come in order, one at a time: a record read with llm.RecordReader
+// is never held whole.
+func (b *builder) call(c llm.Call, meter func(llm.Call) (llm.Record, bool)) {
+	req := parseRequest(c)
+	if b.tools == nil {
+		b.tools = req.tools
+	}
+	for i, it := range req.items {
+		b.input(it, i == 0, c)
+	}
+	b.agentStep(c, meter)
+	b.calls++
+}
+
+// trajectory is the agent's trajectory from the calls added.
+func (b *builder) trajectory(agent AgentInfo) Trajectory {
 	t := Trajectory{
 		SchemaVersion: SchemaVersion,
 		TrajectoryID:  agent.ID,
@@ -46,7 +60,7 @@ func FromConversation(agent AgentInfo, calls []llm.Call, meter func(llm.Call) (l
 			Name:            agentName(agent.ID, agent.Role),
 			Version:         orDash(agent.Version),
 			ModelName:       agent.Endpoint,
-			ToolDefinitions: toolDefinitions(tools),
+			ToolDefinitions: toolDefinitions(b.tools),
 			Extra:           agentExtra(agent),
 		},
 		Steps: b.steps,
@@ -55,7 +69,7 @@ func FromConversation(agent AgentInfo, calls []llm.Call, meter func(llm.Call) (l
 			"agent step whose tool call it answers. The leading system prompt is shown as first sent; later versions of it " +
 			"(troupe updates its time and budget lines) are not repeated.",
 	}
-	t.FinalMetrics = finalMetrics(t.Steps, agent.Usage, len(calls))
+	t.FinalMetrics = finalMetrics(t.Steps, agent.Usage, b.calls)
 	return t
 }
 
@@ -86,6 +100,9 @@ func agentExtra(a AgentInfo) map[string]any {
 // builder collects an agent's steps call by call.
 type builder struct {
 	steps []Step
+	// tools are the first request's tools; calls counts the calls added.
+	tools json.RawMessage
+	calls int
 	// seen holds the items earlier requests carried.
 	seen map[string]bool
 	// leadSeen: the leading system prompt was shown.

@@ -2,6 +2,7 @@ package atif
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,15 +46,29 @@ var ErrNotTrial = errors.New("not a trial folder: no result.json or relay/member
 // relay/members.json while the trial has no result), each agent's
 // conversation record and call log, and the channel's transcript.
 func Trial(dir string) (Export, error) {
+	return TrialLimits(dir, llm.RecordLimits{})
+}
+
+// TrialLimits is Trial reading each conversation record within lim: a
+// record is read a call at a time, and a call or a record that would
+// expand past lim fails the export with the record's name
+// (*llm.ExpansionError).
+func TrialLimits(dir string, lim llm.RecordLimits) (Export, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return Export{}, err
 	}
 	defer root.Close()
 	var res trial.Result
-	hasResult := readJSON(root, "result.json", &res) == nil
+	resErr := readJSON(root, "result.json", &res)
 	var members []Member
-	hasMembers := readJSON(root, "relay/members.json", &members) == nil
+	memErr := readJSON(root, "relay/members.json", &members)
+	for _, err := range []error{resErr, memErr} {
+		if errors.Is(err, errTooBig) {
+			return Export{}, err
+		}
+	}
+	hasResult, hasMembers := resErr == nil, memErr == nil
 	if !hasResult && !hasMembers {
 		return Export{}, ErrNotTrial
 	}
@@ -83,7 +98,11 @@ func Trial(dir string) (Export, error) {
 			continue
 		}
 		rec := path.Join("agents", a.ID, "llm-conversation.jsonl.gz")
-		calls, missing, err := readRecord(root, rec)
+		meter, err := readMeter(root, path.Join("agents", a.ID, "llm-calls.jsonl"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			x.Warnings = append(x.Warnings, fmt.Sprintf("agents/%s/llm-calls.jsonl: %v: metrics are the answers' usage", a.ID, err))
+		}
+		b, missing, err := readRecord(root, rec, lim, meter)
 		if errors.Is(err, fs.ErrNotExist) {
 			x.Missing = append(x.Missing, Missing{a.ID, "no conversation record (" + rec + "): the trial was run with --record meta or none"})
 			continue
@@ -94,17 +113,13 @@ func Trial(dir string) (Export, error) {
 		if missing > 0 {
 			x.Warnings = append(x.Warnings, fmt.Sprintf("%s: %d parts of requests were dropped by the record's bound", rec, missing))
 		}
-		if len(calls) == 0 {
+		if b.calls == 0 {
 			x.Missing = append(x.Missing, Missing{a.ID, "it made no model calls"})
 			continue
 		}
-		meter, err := readMeter(root, path.Join("agents", a.ID, "llm-calls.jsonl"))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			x.Warnings = append(x.Warnings, fmt.Sprintf("agents/%s/llm-calls.jsonl: %v: metrics are the answers' usage", a.ID, err))
-		}
-		t := FromConversation(a, calls, meter)
+		t := b.trajectory(a)
 		t.SessionID = res.TrialID
-		x.Files = append(x.Files, File{Name: a.ID + ".json", Trajectory: t, Calls: len(calls)})
+		x.Files = append(x.Files, File{Name: a.ID + ".json", Trajectory: t, Calls: b.calls})
 	}
 
 	tf, err := root.Open("relay/transcript.jsonl")
@@ -112,7 +127,7 @@ func Trial(dir string) (Export, error) {
 	switch {
 	case err == nil:
 		defer tf.Close()
-		tr = tf
+		tr = io.LimitReader(tf, maxLogRead)
 	case errors.Is(err, fs.ErrNotExist):
 		x.Warnings = append(x.Warnings, "relay/transcript.jsonl: not found: the team trajectory has no messages")
 	default:
@@ -161,22 +176,53 @@ func safeID(id string) bool {
 	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, `/\`)
 }
 
+// maxJSONFile bounds result.json and relay/members.json: troupe writes them
+// small, and one of gigabytes is no trial's (report's readRegular agrees).
+const maxJSONFile = 16 << 20
+
+// maxLogRead bounds what is read of a call log or the transcript: a trial
+// keeps under 8 and 32 MiB of them (trial.DefaultBounds).
+const maxLogRead = 256 << 20
+
+var errTooBig = errors.New("too big to be troupe's")
+
 func readJSON(root *os.Root, name string, v any) error {
-	data, err := root.ReadFile(name)
+	f, err := root.Open(name)
 	if err != nil {
 		return err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > maxJSONFile {
+		return fmt.Errorf("%s: over %d bytes: %w", name, maxJSONFile, errTooBig)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxJSONFile+1))
+	if err != nil {
+		return err
+	}
+	if len(data) > maxJSONFile {
+		return fmt.Errorf("%s: over %d bytes: %w", name, maxJSONFile, errTooBig)
 	}
 	return json.Unmarshal(data, v)
 }
 
-// readRecord reads an agent's conversation record.
-func readRecord(root *os.Root, name string) ([]llm.Call, int, error) {
+// readRecord builds an agent's trajectory from its conversation record,
+// a call at a time.
+func readRecord(root *os.Root, name string, lim llm.RecordLimits, meter func(llm.Call) (llm.Record, bool)) (*builder, int, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	return llm.ReadCompressedConversation(f)
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	rr := llm.NewRecordReader(zr, lim)
+	b := newBuilder()
+	if err := rr.Each(func(c llm.Call) { b.call(c, meter) }); err != nil {
+		return nil, rr.Missing(), err
+	}
+	return b, rr.Missing(), nil
 }
 
 // readMeter reads an agent's call log and finds a recorded call's line in
@@ -188,7 +234,7 @@ func readMeter(root *os.Root, name string) (func(llm.Call) (llm.Record, bool), e
 	}
 	defer f.Close()
 	byStart := map[int64][]llm.Record{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(io.LimitReader(f, maxLogRead))
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		var r llm.Record

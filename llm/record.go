@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
 )
@@ -183,100 +184,303 @@ type Call struct {
 // maxRecordLine bounds one line of a record when it is read.
 const maxRecordLine = 64 << 20
 
-// ReadConversation reads an agent's conversation record (decompressed) and
-// returns its calls with their requests whole. A line that is not JSON (a
-// bound's marker where the middle of the record was dropped) is skipped;
-// a call that names a block the record lacks keeps the reference and is
-// counted in missing.
-func ReadConversation(r io.Reader) (calls []Call, missing int, err error) {
-	blocks := map[string]json.RawMessage{}
-	last := map[string][]string{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxRecordLine)
-	for sc.Scan() {
-		line := sc.Bytes()
-		var head struct {
-			Block string `json:"block"`
-			Call  int64  `json:"call"`
-		}
-		if json.Unmarshal(line, &head) != nil {
-			continue
-		}
-		if head.Block != "" {
-			var b blockLine
-			if json.Unmarshal(line, &b) == nil {
-				blocks[b.Block] = slices.Clone(b.JSON)
-			}
-			continue
-		}
-		var c Call
-		if json.Unmarshal(line, &c) != nil || head.Call == 0 {
-			continue
-		}
-		req, n := join(c.Request, blocks, last)
-		c.Request, missing = req, missing+n
-		calls = append(calls, c)
-	}
-	return calls, missing, sc.Err()
+// RecordLimits bound what reading a conversation record back may cost. A
+// record is small on disk, but its calls name blocks: a tampered record of
+// a few hundred bytes, compressed, can name one large block thousands of
+// times, and a reader that put every request back whole would build
+// gigabytes. The limits are checked before a request is built, from the
+// sizes of the blocks it names, so a refused call costs nothing. Zero
+// fields take DefaultRecordLimits' values.
+type RecordLimits struct {
+	// Decompressed bounds the record's bytes, decompressed.
+	Decompressed int64
+	// Call bounds one call's request, whole again.
+	Call int64
+	// Record bounds the requests of all the record's calls together, as
+	// the reader builds them: a consumer holding every call holds that.
+	Record int64
 }
 
-// join puts a recorded request's blocks back, counting those missing;
-// last holds each list field's blocks in the previous call, and is updated.
-func join(request json.RawMessage, blocks map[string]json.RawMessage, last map[string][]string) (json.RawMessage, int) {
-	var req map[string]json.RawMessage
-	if json.Unmarshal(request, &req) != nil {
-		return request, 0
+// DefaultRecordLimits: a trial keeps at most 64 MiB of a record
+// (trial.DefaultBounds) and the gateway takes requests of up to 64 MiB
+// (Gateway.MaxRequestBytes); an agent resends its history with each call,
+// so a long record, whole, is many times its size.
+var DefaultRecordLimits = RecordLimits{Decompressed: 256 << 20, Call: 128 << 20, Record: 1 << 30}
+
+func (l RecordLimits) orDefault() RecordLimits {
+	d := DefaultRecordLimits
+	if l.Decompressed > 0 {
+		d.Decompressed = l.Decompressed
 	}
-	missing := 0
+	if l.Call > 0 {
+		d.Call = l.Call
+	}
+	if l.Record > 0 {
+		d.Record = l.Record
+	}
+	return d
+}
+
+// ExpansionError: a call of a record would expand past a limit. The call
+// was not built.
+type ExpansionError struct {
+	// Call is the call's number in the record; Index its position among
+	// the record's calls, from 1 (they differ in a tampered record).
+	Call  int64
+	Index int
+	// Size is what the call's request would be, whole (Record: what the
+	// record's requests would be with it); Limit the bound it is over.
+	Size, Limit int64
+	// Record: the limit is the whole record's, not the call's.
+	Record bool
+}
+
+func (e *ExpansionError) Error() string {
+	if e.Record {
+		return fmt.Sprintf("call %d (the record's call #%d) would bring its requests, whole, to %d bytes, over the record's limit of %d", e.Call, e.Index, e.Size, e.Limit)
+	}
+	return fmt.Sprintf("call %d (the record's call #%d) names blocks that make its request %d bytes whole, over the limit of %d per call", e.Call, e.Index, e.Size, e.Limit)
+}
+
+// DecompressedError: the record is larger, decompressed, than its limit.
+// The calls before the limit were read.
+type DecompressedError struct{ Limit int64 }
+
+func (e *DecompressedError) Error() string {
+	return fmt.Sprintf("over %d bytes decompressed", e.Limit)
+}
+
+// A RecordReader reads an agent's conversation record a call at a time,
+// within its limits: a consumer that needs one call at a time (an export)
+// never holds the record's requests whole. Not safe for concurrent use.
+type RecordReader struct {
+	// Added: each list field of a request (messages, input, tools) holds
+	// only the items the call added after those of the previous call's
+	// it repeats; Repeated says how many those are. The limits then count
+	// what is built: the added items.
+	Added bool
+
+	lim      RecordLimits
+	lr       *io.LimitedReader
+	sc       *bufio.Scanner
+	blocks   map[string]json.RawMessage
+	last     map[string][]string
+	repeated map[string]int
+	expanded int64
+	index    int
+	missing  int
+	skipped  int
+	err      error
+}
+
+// NewRecordReader reads a decompressed record from r.
+func NewRecordReader(r io.Reader, lim RecordLimits) *RecordReader {
+	lim = lim.orDefault()
+	lr := &io.LimitedReader{R: r, N: lim.Decompressed + 1}
+	sc := bufio.NewScanner(lr)
+	sc.Buffer(make([]byte, 64<<10), maxRecordLine)
+	return &RecordReader{lim: lim, lr: lr, sc: sc, blocks: map[string]json.RawMessage{}, last: map[string][]string{}}
+}
+
+// Missing counts the blocks the calls read so far name and the record
+// lacks (a bound dropped them); such a call keeps the reference.
+func (rr *RecordReader) Missing() int { return rr.missing }
+
+// Skipped counts the lines that are neither a block nor a call (a bound's
+// marker where the middle of the record was dropped, a broken line).
+func (rr *RecordReader) Skipped() int { return rr.skipped }
+
+// Repeated is, in Added mode, how many items of each list field of the
+// last call returned were the previous call's (its "$prefix"). A field is
+// in it only if the record kept it as a list of blocks.
+func (rr *RecordReader) Repeated() map[string]int { return rr.repeated }
+
+// Next returns the next call, its request whole (or, Added, with what it
+// added), and io.EOF after the last. An *ExpansionError refuses one call:
+// Next may be called again for the calls after it (the record's limit
+// refuses them too, once reached). A *DecompressedError or a read error
+// ends the record.
+func (rr *RecordReader) Next() (Call, error) {
+	if rr.err != nil {
+		return Call{}, rr.err
+	}
+	for rr.sc.Scan() {
+		// One pass over the line: a block or a call.
+		var l struct {
+			Block string          `json:"block"`
+			JSON  json.RawMessage `json:"json"`
+			Call
+		}
+		if json.Unmarshal(rr.sc.Bytes(), &l) != nil {
+			rr.skipped++
+			continue
+		}
+		if l.Block != "" {
+			if len(l.JSON) == 0 {
+				l.JSON = json.RawMessage("null")
+			}
+			rr.blocks[l.Block] = l.JSON
+			continue
+		}
+		c := l.Call
+		if c.N == 0 {
+			continue
+		}
+		rr.index++
+		req, err := rr.join(c)
+		if err != nil {
+			return Call{}, err
+		}
+		c.Request = req
+		return c, nil
+	}
+	rr.err = rr.sc.Err()
+	if rr.err == nil && rr.lr.N <= 0 {
+		rr.err = &DecompressedError{Limit: rr.lim.Decompressed}
+	}
+	if rr.err == nil {
+		rr.err = io.EOF
+	}
+	return Call{}, rr.err
+}
+
+// Each calls fn with each call left in the record, in order, and returns
+// the error that ended the reading: nil at the record's end.
+func (rr *RecordReader) Each(fn func(Call)) error {
+	for {
+		c, err := rr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fn(c)
+	}
+}
+
+// field is one field of a recorded request, resolved to what it names.
+type field struct {
+	key   string
+	whole json.RawMessage   // a plain value, or the one block it names
+	items []json.RawMessage // a list of blocks
+	list  bool
+}
+
+// join puts a recorded request's blocks back: it resolves every reference
+// and adds up the request's size first, and builds the request only within
+// the limits. A request that is not an object is kept as it is.
+func (rr *RecordReader) join(c Call) (json.RawMessage, error) {
+	var req map[string]json.RawMessage
+	if json.Unmarshal(c.Request, &req) != nil {
+		return c.Request, nil
+	}
 	get := func(id string) json.RawMessage {
-		if b, ok := blocks[id]; ok {
+		if b, ok := rr.blocks[id]; ok {
 			return b
 		}
-		missing++
+		rr.missing++
 		ref, _ := json.Marshal(blockRef{Block: id})
 		return ref
 	}
-	for k, v := range req {
+	fields := make([]field, 0, len(req))
+	size := int64(2) // {}
+	rr.repeated = map[string]int{}
+	for _, k := range slices.Sorted(maps.Keys(req)) {
+		v := req[k]
+		f := field{key: k, whole: v}
 		var ref blockRef
-		if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &ref) != nil || ref.Block == "" && ref.Blocks == nil && ref.Prefix == 0 {
-			continue
+		switch {
+		case len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &ref) != nil || ref.Block == "" && ref.Blocks == nil && ref.Prefix == 0:
+		case ref.Block != "":
+			f.whole = get(ref.Block)
+		default:
+			prev := rr.last[k]
+			if ref.Prefix < 0 || ref.Prefix > len(prev) {
+				// The call it continues was not read (a bound dropped it).
+				rr.missing += max(ref.Prefix, 0)
+				ref.Prefix = min(max(ref.Prefix, 0), len(prev))
+			}
+			ids := append(slices.Clone(prev[:ref.Prefix]), ref.Blocks...)
+			rr.last[k] = ids
+			if rr.Added {
+				rr.repeated[k] = ref.Prefix
+				ids = ref.Blocks
+			}
+			f.list, f.items = true, make([]json.RawMessage, len(ids))
+			size += 2 // []
+			for i, id := range ids {
+				f.items[i] = get(id)
+				size += int64(len(f.items[i])) + 1
+			}
 		}
-		if ref.Block != "" {
-			req[k] = get(ref.Block)
-			continue
-		}
-		prev := last[k]
-		if ref.Prefix < 0 || ref.Prefix > len(prev) {
-			// The call it continues was not read (a bound dropped it).
-			missing += max(ref.Prefix, 0)
-			ref.Prefix = min(max(ref.Prefix, 0), len(prev))
-		}
-		ids := append(slices.Clone(prev[:ref.Prefix]), ref.Blocks...)
-		last[k] = ids
-		items := make([]json.RawMessage, len(ids))
-		for i, id := range ids {
-			items[i] = get(id)
-		}
-		req[k], _ = json.Marshal(items)
+		size += int64(len(k)) + 4 + int64(len(f.whole)) // "k":v,
+		fields = append(fields, f)
 	}
-	out, _ := json.Marshal(req)
-	return out, missing
+	if size > rr.lim.Call {
+		return nil, &ExpansionError{Call: c.N, Index: rr.index, Size: size, Limit: rr.lim.Call}
+	}
+	if rr.expanded+size > rr.lim.Record {
+		return nil, &ExpansionError{Call: c.N, Index: rr.index, Size: rr.expanded + size, Limit: rr.lim.Record, Record: true}
+	}
+	rr.expanded += size
+	// Built by hand: json.Marshal would escape the blocks' HTML
+	// characters again and compact them again, for nothing.
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, f := range fields {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		key, _ := json.Marshal(f.key)
+		out = append(out, key...)
+		out = append(out, ':')
+		if !f.list {
+			out = append(out, f.whole...)
+			continue
+		}
+		out = append(out, '[')
+		for j, it := range f.items {
+			if j > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, it...)
+		}
+		out = append(out, ']')
+	}
+	return append(out, '}'), nil
 }
 
-// maxConversation bounds a record read back, decompressed.
-const maxConversation = 1 << 30
+// ReadConversation reads an agent's conversation record (decompressed)
+// and returns its calls with their requests whole, within
+// DefaultRecordLimits (ReadConversationLimits says which). A line that is
+// not JSON (a bound's marker where the middle of the record was dropped)
+// is skipped; a call that names a block the record lacks keeps the
+// reference and is counted in missing.
+func ReadConversation(r io.Reader) (calls []Call, missing int, err error) {
+	return ReadConversationLimits(r, RecordLimits{})
+}
+
+// ReadConversationLimits is ReadConversation within lim. A call over a
+// limit ends the reading with its *ExpansionError.
+func ReadConversationLimits(r io.Reader, lim RecordLimits) (calls []Call, missing int, err error) {
+	rr := NewRecordReader(r, lim)
+	err = rr.Each(func(c Call) { calls = append(calls, c) })
+	return calls, rr.Missing(), err
+}
 
 // ReadCompressedConversation reads a record as a trial leaves it, gzipped
-// (agents/<id>/llm-conversation.jsonl.gz), within a bound.
+// (agents/<id>/llm-conversation.jsonl.gz), within DefaultRecordLimits.
 func ReadCompressedConversation(r io.Reader) (calls []Call, missing int, err error) {
+	return ReadCompressedConversationLimits(r, RecordLimits{})
+}
+
+// ReadCompressedConversationLimits is ReadCompressedConversation within
+// lim.
+func ReadCompressedConversationLimits(r io.Reader, lim RecordLimits) (calls []Call, missing int, err error) {
 	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, 0, err
 	}
-	lr := &io.LimitedReader{R: zr, N: maxConversation + 1}
-	calls, missing, err = ReadConversation(lr)
-	if err == nil && lr.N <= 0 {
-		err = fmt.Errorf("over %d bytes decompressed", maxConversation)
-	}
-	return calls, missing, err
+	return ReadConversationLimits(zr, lim)
 }

@@ -3,6 +3,7 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -113,6 +114,23 @@ func FuzzReadConversation(f *testing.F) {
 		}
 		for _, c := range calls {
 			AnswerOf(c) // whatever a record holds, never a panic
+		}
+		// Added mode, within small limits: what it builds stays within them.
+		rr := NewRecordReader(bytes.NewReader(data), RecordLimits{Call: 4 << 10, Record: 16 << 10, Decompressed: 1 << 20})
+		rr.Added = true
+		var built int
+		for {
+			c, err := rr.Next()
+			if _, ok := errors.AsType[*ExpansionError](err); ok {
+				continue
+			}
+			if err != nil {
+				break
+			}
+			// A request kept as it came (not an object) is the line's own.
+			if built += len(c.Request); built > 16<<10+len(data) {
+				t.Fatalf("built %d bytes, a request of %d", built, len(c.Request))
+			}
 		}
 	})
 }

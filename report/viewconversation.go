@@ -33,7 +33,8 @@ import (
 const (
 	maxConvCalls   = 2000      // calls shown; a note says how many more the record holds
 	maxConvBytes   = 256 << 20 // of the record, decompressed
-	maxConvLine    = 64 << 20  // one line of the record (an answer is kept up to 4 MiB, escaped)
+	maxConvPage    = 32 << 20  // of text on the page; the calls past it are counted
+	maxPartShown   = 256 << 10 // of one message's part; the rest is counted
 	foldBytes      = 2 << 10   // content longer than this is folded
 	foldSummaryLen = 160       // characters of folded content shown in its summary
 )
@@ -49,6 +50,17 @@ type convPart struct {
 	Kind  string // "text", "tool-call", "tool-result", "system", "json"
 	Label string // a tool's name, a call id
 	Text  string
+}
+
+// clipPart keeps the first maxPartShown bytes of a part's text, on a whole
+// character, and says how many it left out.
+func clipPart(p convPart) convPart {
+	if len(p.Text) <= maxPartShown {
+		return p
+	}
+	cut := strings.ToValidUTF8(p.Text[:maxPartShown], "")
+	p.Text = cut + fmt.Sprintf("\n… %d bytes more are not shown …", len(p.Text)-len(cut))
+	return p
 }
 
 // Long: the part is folded.
@@ -110,6 +122,7 @@ type convTop struct {
 type convBottom struct {
 	Recorded  bool
 	Calls     int64
+	Partial   bool // the record was not read to its end: Calls were read
 	Notes     []string
 	Unmatched int // metering lines no recorded call matched
 }
@@ -243,102 +256,87 @@ func (m *meterIndex) unmatched() int {
 	return n
 }
 
-// recordLine is a line of a conversation record: a block or a call.
-type recordLine struct {
-	Block         string                     `json:"block"`
-	JSON          json.RawMessage            `json:"json"`
-	Call          int64                      `json:"call"`
-	Time          time.Time                  `json:"time"`
-	API           llm.API                    `json:"api"`
-	Status        int                        `json:"status"`
-	Stream        bool                       `json:"stream"`
-	Request       map[string]json.RawMessage `json:"request"`
-	Answer        json.RawMessage            `json:"answer"`
-	AnswerText    string                     `json:"answer_text"`
-	AnswerOmitted int                        `json:"answer_omitted"`
-	Error         string                     `json:"error"`
+// pageBudget is what is left of the page's text; parts are clipped to
+// maxPartShown as they are added.
+type pageBudget struct{ left int }
+
+func (b *pageBudget) add(parts []convPart) []convPart {
+	for i := range parts {
+		parts[i] = clipPart(parts[i])
+		b.left -= len(parts[i].Text) + len(parts[i].Label)
+	}
+	return parts
 }
 
-// recordRef is a request field's reference to blocks.
-type recordRef struct {
-	Prefix *int     `json:"$prefix"`
-	Blocks []string `json:"$blocks"`
-	Block  string   `json:"$block"`
-}
-
-// streamCalls reads a record and writes each call as it is read.
+// streamCalls reads a record and writes each call as it is read. The
+// record is read by llm's reader in Added mode: each call's list fields
+// hold only the items it added, within limits that refuse, before they
+// are built, calls naming more than a page can show.
 func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 	var out convBottom
 	mi := newMeterIndex(meter)
-	blocks := map[string]json.RawMessage{}
 	lastLen := map[string]int{} // each list field's length in the previous call
 	var system, tools string    // the last shown
-	var missing, skipped int
-	lr := &io.LimitedReader{R: r, N: maxConvBytes + 1}
-	sc := bufio.NewScanner(lr)
-	sc.Buffer(make([]byte, 64<<10), maxConvLine)
-	for sc.Scan() {
-		var line recordLine
-		if json.Unmarshal(sc.Bytes(), &line) != nil {
-			skipped++ // a bound's marker, or a broken line
+	var refused []string
+	rr := llm.NewRecordReader(r, llm.RecordLimits{Decompressed: maxConvBytes, Call: maxConvPage, Record: maxConvBytes})
+	rr.Added = true
+	budget := pageBudget{left: maxConvPage}
+	var readErr error
+	for {
+		line, err := rr.Next()
+		if err == io.EOF {
+			break
+		}
+		if e, ok := errors.AsType[*llm.ExpansionError](err); ok {
+			out.Calls++
+			if len(refused) < 10 {
+				refused = append(refused, fmt.Sprintf("call %d is not shown: %v", e.Call, e))
+			}
+			if e.Record {
+				readErr, out.Partial = err, true
+				break
+			}
 			continue
 		}
-		if line.Block != "" {
-			blocks[line.Block] = line.JSON
-			continue
-		}
-		if line.Call == 0 {
-			continue
+		if err != nil {
+			readErr, out.Partial = err, true
+			break
 		}
 		out.Calls++
 		if out.Calls > maxConvCalls {
 			continue // counted, for the note
 		}
-		c := convCall{N: line.Call, Time: line.Time.UTC().Format("15:04:05.000"), API: string(line.API), Status: line.Status,
+		c := convCall{N: line.N, Time: line.Time.UTC().Format("15:04:05.000"), API: string(line.API), Status: line.Status,
 			Stream: line.Stream, Error: line.Error, Meter: mi.match(line.Time)}
-		get := func(id string) json.RawMessage {
-			if b, ok := blocks[id]; ok {
-				return b
-			}
-			missing++
-			return nil
+		var req map[string]json.RawMessage
+		if json.Unmarshal(line.Request, &req) != nil {
+			// A request that was kept as it came (the gateway refused it).
+			req = map[string]json.RawMessage{"input": line.Request}
 		}
-		resolve := func(v json.RawMessage) (items []json.RawMessage, isList bool, whole json.RawMessage) {
-			var ref recordRef
-			if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &ref) != nil {
-				return nil, false, v
+		repeated := rr.Repeated()
+		for _, k := range slices.Sorted(mapKeys(req)) {
+			prefix, isList := repeated[k]
+			whole := req[k]
+			var items []json.RawMessage
+			if isList {
+				json.Unmarshal(whole, &items)
 			}
-			switch {
-			case ref.Block != "":
-				return nil, false, get(ref.Block)
-			case ref.Blocks != nil || ref.Prefix != nil:
-				for _, id := range ref.Blocks {
-					items = append(items, get(id))
-				}
-				return items, true, nil
-			}
-			return nil, false, v
-		}
-		for _, k := range slices.Sorted(mapKeys(line.Request)) {
-			items, isList, whole := resolve(line.Request[k])
 			switch k {
 			case "messages", "input":
 				if !isList {
 					// A plain string input, or a request that was kept as it came.
-					c.Messages = append(c.Messages, convMessage{Role: "user", Parts: partsOf(whole)})
+					c.Messages = append(c.Messages, convMessage{Role: "user", Parts: budget.add(partsOf(whole))})
 					continue
-				}
-				var ref recordRef
-				json.Unmarshal(line.Request[k], &ref)
-				prefix := 0
-				if ref.Prefix != nil {
-					prefix = *ref.Prefix
 				}
 				if prefix < lastLen[k] {
 					c.Rewrote = fmt.Sprintf("this call repeats only %d of the previous call's %d messages: the agent cut or rewrote its history", prefix, lastLen[k])
 				}
 				lastLen[k] = prefix + len(items)
 				for _, it := range items {
+					if budget.left <= 0 {
+						c.Messages = append(c.Messages, convMessage{Role: "?", Parts: []convPart{{Kind: "json", Text: "(the page's bound is reached: the rest of this call is not shown)"}}})
+						break
+					}
 					m := messageOf(it)
 					if m.Role == "system" || m.Role == "developer" {
 						text := textOf(m.Parts)
@@ -346,38 +344,34 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 							continue
 						}
 						system = text
-						c.System = append(c.System, m.Parts...)
+						c.System = append(c.System, budget.add(m.Parts)...)
 						continue
 					}
+					m.Parts = budget.add(m.Parts)
 					c.Messages = append(c.Messages, m)
 				}
 			case "system", "instructions":
-				if isList {
-					whole, _ = json.Marshal(items)
-				}
 				parts := partsOf(whole)
 				if text := textOf(parts); text != system {
 					system = text
-					c.System = append(c.System, parts...)
+					c.System = append(c.System, budget.add(parts)...)
 				}
 			case "tools":
-				if isList {
-					// A list names only the tools beyond those of the
-					// previous call: none, they are unchanged.
-					if len(items) == 0 {
-						continue
-					}
-					whole, _ = json.Marshal(items)
+				// A list names only the tools beyond those of the
+				// previous call: none, they are unchanged.
+				if isList && len(items) == 0 {
+					continue
 				}
 				if s := indentJSON(whole); s != tools {
 					tools = s
-					c.Tools = s
+					c.Tools = clipPart(convPart{Text: s}).Text
+					budget.left -= len(c.Tools)
 				}
 			case "model":
 				json.Unmarshal(whole, &c.Model)
 			}
 		}
-		a := llm.AnswerOf(llm.Call{N: line.Call, API: line.API, Status: line.Status, Stream: line.Stream, Answer: line.Answer, AnswerText: line.AnswerText})
+		a := llm.AnswerOf(line)
 		if a.Text != "" {
 			c.Answer = append(c.Answer, convPart{Kind: "text", Text: a.Text})
 		}
@@ -391,6 +385,7 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 		case a.Failed && line.AnswerText != "":
 			c.Answer = append(c.Answer, convPart{Kind: "json", Text: line.AnswerText})
 		}
+		c.Answer = budget.add(c.Answer)
 		if line.AnswerOmitted > 0 {
 			c.AnswerNote = fmt.Sprintf("%d bytes of the answer were not kept", line.AnswerOmitted)
 		}
@@ -398,20 +393,26 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 			out.Notes = append(out.Notes, "render: "+err.Error())
 			return out
 		}
+		if budget.left <= 0 {
+			// Reading on would only build what is not shown.
+			out.Notes = append(out.Notes, fmt.Sprintf("the page stops at %d MiB of text, after call %d: the rest of the record is not read", maxConvPage>>20, line.N))
+			out.Partial = true
+			break
+		}
 	}
-	switch err := sc.Err(); {
-	case err != nil:
-		out.Notes = append(out.Notes, fmt.Sprintf("the record is not read to its end: %v", err))
-	case lr.N <= 0:
+	out.Notes = append(out.Notes, refused...)
+	if _, ok := errors.AsType[*llm.DecompressedError](readErr); ok {
 		out.Notes = append(out.Notes, fmt.Sprintf("the record is read up to %d MiB decompressed; the rest is left out", maxConvBytes>>20))
+	} else if readErr != nil {
+		out.Notes = append(out.Notes, fmt.Sprintf("the record is not read to its end: %v", readErr))
 	}
 	if out.Calls > maxConvCalls {
 		out.Notes = append(out.Notes, fmt.Sprintf("the first %d of the %d calls are shown", maxConvCalls, out.Calls))
 	}
-	if missing > 0 {
+	if missing := rr.Missing(); missing > 0 {
 		out.Notes = append(out.Notes, fmt.Sprintf("%d messages the record names are not in it (troupe dropped part of it)", missing))
 	}
-	if skipped > 0 {
+	if skipped := rr.Skipped(); skipped > 0 {
 		out.Notes = append(out.Notes, fmt.Sprintf("%d lines of the record are not calls (where troupe cut it)", skipped))
 	}
 	out.Unmatched = mi.unmatched()

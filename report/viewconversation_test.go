@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -294,5 +296,65 @@ func BenchmarkConversationPage500(b *testing.B) {
 		if w.Code != 200 {
 			b.Fatal(w.Code)
 		}
+	}
+}
+
+// TestConversationPageBounded: a tampered record (one 256 KiB block, named
+// 4,000 times by one call, or 20 times by each of 1,000 calls) makes a
+// page within the page's bound, with a note of what is left out, and the
+// viewer does not build what the record names.
+func TestConversationPageBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		calls, refs int
+		want        string
+	}{
+		{"one call names a block 4,000 times", 1, 4000, "call 1 is not shown"},
+		{"1,000 calls name it 20 times each", 1000, 20, "calls read; the rest of the record is not"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyFixture(t)
+			rec := filepath.Join(dir, filepath.FromSlash(doneTrial), "agents", "worker-1", "llm-conversation.jsonl.gz")
+			var raw bytes.Buffer
+			fmt.Fprintf(&raw, "{\"block\":\"b\",\"json\":{\"role\":\"user\",\"content\":\"%s\"}}\n", strings.Repeat("a", 256<<10))
+			ids := strings.TrimSuffix(strings.Repeat(`"b",`, tc.refs), ",")
+			for n := range tc.calls {
+				fmt.Fprintf(&raw, "{\"call\":%d,\"api\":\"openai\",\"status\":200,\"request\":{\"messages\":{\"$blocks\":[%s]}}}\n", n+1, ids)
+			}
+			var gz bytes.Buffer
+			zw := gzip.NewWriter(&gz)
+			zw.Write(raw.Bytes())
+			zw.Close()
+			if err := os.WriteFile(rec, gz.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(&Viewer{Dir: dir})
+			t.Cleanup(srv.Close)
+
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			resp, err := srv.Client().Get(srv.URL + "/conversation?agent=worker-1&t=" + url.QueryEscape(doneTrial))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Read at most twice the bound: past it the page is too big.
+			page, err := io.ReadAll(io.LimitReader(resp.Body, 2*maxConvPage))
+			resp.Body.Close()
+			runtime.ReadMemStats(&after)
+			n := (after.TotalAlloc - before.TotalAlloc) >> 20
+			t.Logf("record %d bytes gzipped; page %d bytes; %d MiB allocated", gz.Len(), len(page), n)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%d %v", resp.StatusCode, err)
+			}
+			if len(page) > maxConvPage+1<<20 {
+				t.Errorf("the page is %d bytes, over its bound of %d", len(page), maxConvPage)
+			}
+			if !strings.Contains(string(page), tc.want) || !strings.HasSuffix(strings.TrimSpace(string(page)), "</html>") {
+				t.Errorf("the page does not say %q, or is not whole: …%s", tc.want, page[max(0, len(page)-2000):])
+			}
+			if n > 384 { // a few copies of the page's bound, whatever the record names
+				t.Errorf("the page allocated %d MiB", n)
+			}
+		})
 	}
 }

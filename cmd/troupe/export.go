@@ -23,6 +23,7 @@ func newExportCmd(a *app) *cobra.Command {
 // exportATIFOptions are troupe export atif's inputs.
 type exportATIFOptions struct {
 	trialDir, out string
+	limits        recordLimitFlags
 }
 
 func newExportATIFCmd(a *app) *cobra.Command {
@@ -47,11 +48,12 @@ team's is written all the same. See docs/run.md, "Exporting to ATIF".`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.out, "out", "", "folder to write the trajectories into (default TRIAL_DIR/atif)")
+	opts.limits.register(cmd)
 	return cmd
 }
 
 func runExportATIF(out, errOut io.Writer, opts exportATIFOptions) error {
-	x, err := atif.Trial(opts.trialDir)
+	x, err := atif.TrialLimits(opts.trialDir, opts.limits.limits())
 	if err != nil {
 		return fmt.Errorf("export %s: %w", opts.trialDir, err)
 	}

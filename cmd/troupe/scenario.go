@@ -1,6 +1,8 @@
 package main
 
 import (
+	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +25,8 @@ func newScenarioCmd(a *app) *cobra.Command {
 }
 
 func newScenarioFromTrialCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var lim recordLimitFlags
+	cmd := &cobra.Command{
 		Use:   "from-trial TRIAL_DIR",
 		Short: "Write a mock scenario that plays a recorded trial's model answers back, agent by agent",
 		Long: `Read a trial's recorded model calls (agents/<id>/llm-conversation.jsonl.gz, kept by troupe
@@ -43,12 +46,28 @@ A real run becomes an offline regression test.`,
 		Example: "  troupe scenario from-trial jobs/tb2/fix-git__team__1 > scenarios/fix-git.yaml",
 		Args:    minArgs(1, "a trial folder"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return scenarioFromTrial(a.raw.stdout, a.stderr, args[0]) // YAML, to be saved
+			return scenarioFromTrial(a.raw.stdout, a.stderr, args[0], lim.limits()) // YAML, to be saved
 		},
 	}
+	lim.register(cmd)
+	return cmd
 }
 
-func scenarioFromTrial(out, errOut io.Writer, dir string) error {
+// recordLimitFlags set what reading a conversation record back may expand
+// to (llm.RecordLimits): a tampered record can name one large block
+// thousands of times.
+type recordLimitFlags struct{ recordMiB, callMiB int64 }
+
+func (f *recordLimitFlags) register(cmd *cobra.Command) {
+	cmd.Flags().Int64Var(&f.recordMiB, "max-expanded-mib", llm.DefaultRecordLimits.Record>>20, "MiB a conversation record's requests may make, whole again, together: a record over it is refused")
+	cmd.Flags().Int64Var(&f.callMiB, "max-call-mib", llm.DefaultRecordLimits.Call>>20, "MiB one recorded call's request may make, whole again")
+}
+
+func (f recordLimitFlags) limits() llm.RecordLimits {
+	return llm.RecordLimits{Record: f.recordMiB << 20, Call: f.callMiB << 20}
+}
+
+func scenarioFromTrial(out, errOut io.Writer, dir string, lim llm.RecordLimits) error {
 	files, err := filepath.Glob(filepath.Join(dir, "agents", "*", "llm-conversation.jsonl.gz"))
 	if err != nil {
 		return err
@@ -60,7 +79,7 @@ func scenarioFromTrial(out, errOut io.Writer, dir string) error {
 	var errs []error
 	for _, f := range files {
 		agent := filepath.Base(filepath.Dir(f))
-		calls, missing, err := readRecord(f)
+		calls, missing, err := readRecord(f, lim)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", f, err))
 			continue
@@ -78,12 +97,44 @@ func scenarioFromTrial(out, errOut io.Writer, dir string) error {
 	return llm.WriteScenario(out, "the recorded answers of trial "+filepath.Base(filepath.Clean(dir)), byAgent)
 }
 
-// readRecord reads an agent's conversation record.
-func readRecord(path string) ([]llm.Call, int, error) {
+// readRecord reads an agent's conversation record a call at a time,
+// keeping of each request only its last message, which is all a
+// scenario's step matches: the record's requests are never held whole.
+func readRecord(path string, lim llm.RecordLimits) ([]llm.Call, int, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	return llm.ReadCompressedConversation(f)
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	rr := llm.NewRecordReader(zr, lim)
+	var calls []llm.Call
+	err = rr.Each(func(c llm.Call) {
+		c.Request = lastMessage(c.Request)
+		calls = append(calls, c)
+	})
+	if err != nil {
+		return nil, rr.Missing(), err
+	}
+	return calls, rr.Missing(), nil
+}
+
+// lastMessage is a request with only the last item of its history.
+func lastMessage(request json.RawMessage) json.RawMessage {
+	var req map[string]json.RawMessage
+	if json.Unmarshal(request, &req) != nil {
+		return request
+	}
+	slim := map[string]json.RawMessage{}
+	for _, k := range []string{"messages", "input"} {
+		var items []json.RawMessage
+		if json.Unmarshal(req[k], &items) == nil && len(items) > 0 {
+			slim[k], _ = json.Marshal(items[len(items)-1:])
+		}
+	}
+	out, _ := json.Marshal(slim)
+	return out
 }

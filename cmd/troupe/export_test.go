@@ -72,15 +72,16 @@ func TestExportATIF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A call the sweep cut before its request arrived has a metering line
-	// but no conversation record, so no step.
+	// A call the sweep cut before its request arrived, or the trial's end
+	// refused (uncounted), has a metering line but no conversation record,
+	// so no step.
 	calls := 0
 	for line := range strings.Lines(string(log)) {
 		var r llm.Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("llm-calls.jsonl: %v", err)
 		}
-		if r.RequestArrived() {
+		if r.RequestArrived() && !r.Uncounted {
 			calls++
 		}
 	}

@@ -48,7 +48,7 @@ func TestProgressKeepsTheWholeError(t *testing.T) {
 // trial ends, once however many trials give it.
 func TestProgressShowsEachWarningOnce(t *testing.T) {
 	var out bytes.Buffer
-	p := newProgress(&app{stderr: &out}, false)
+	p := newProgress(newApp(io.Discard, &out), false)
 	msg := "storage_mb = 64 is not enforced: the engine cannot limit a container's storage"
 	for _, name := range []string{"a", "b"} {
 		p.trial(trial.Event{Type: trial.EventStarted, Trial: name})

@@ -30,23 +30,40 @@ func Pack(w io.Writer, src string) error {
 	if _, err := os.Lstat(src); err != nil {
 		return fmt.Errorf("pack %s: %w", src, err)
 	}
-	base := filepath.Base(src)
+	return packTree(w, src, filepath.Base(src), nil)
+}
+
+// packTree writes the tree at real as a tar whose names start with base.
+// keep, when set, says of each entry whether to pack it (a folder left out
+// is not entered); its errors are the walk's.
+func packTree(w io.Writer, real, base string, keep func(p string, d fs.DirEntry) (bool, error)) error {
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return vanished(p, err)
 		}
-		rel, err := filepath.Rel(src, p)
+		if keep != nil {
+			ok, err := keep(p, d)
+			switch {
+			case err != nil:
+				return err
+			case !ok && d.IsDir():
+				return fs.SkipDir
+			case !ok:
+				return nil
+			}
+		}
+		rel, err := filepath.Rel(real, p)
 		if err != nil {
 			return err
 		}
 		return packEntry(tw, p, path.Join(base, filepath.ToSlash(rel)))
 	})
 	if err != nil {
-		return fmt.Errorf("pack %s: %w", src, err)
+		return fmt.Errorf("pack %s: %w", real, err)
 	}
 	if err := tw.Close(); err != nil {
-		return fmt.Errorf("pack %s: %w", src, err)
+		return fmt.Errorf("pack %s: %w", real, err)
 	}
 	return nil
 }

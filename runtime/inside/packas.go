@@ -1,13 +1,11 @@
 package inside
 
 import (
-	"archive/tar"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,32 +53,20 @@ func PackAs(w io.Writer, src string, creds []Cred) error {
 	if _, err := os.Lstat(real); err != nil {
 		return fmt.Errorf("pack %s: %w", src, err)
 	}
-	base := filepath.Base(src)
-	tw := tar.NewWriter(w)
 	// searchable: the folders packed so far, by who may search them.
 	searchable := map[string][]Cred{dir: reach}
-	err = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return vanished(p, err)
-		}
+	return packTree(w, real, filepath.Base(src), func(p string, d fs.DirEntry) (bool, error) {
 		info, err := d.Info() // an lstat, as WalkDir never follows links
 		if err != nil {
-			return vanished(p, err)
+			return false, vanished(p, err)
 		}
-		parent := searchable[filepath.Dir(p)]
 		var who []Cred
-		for _, c := range parent {
+		for _, c := range searchable[filepath.Dir(p)] {
 			if !info.Mode().IsRegular() && !info.IsDir() || allowed(c, info, 4) {
 				who = append(who, c)
 			}
 		}
-		if len(who) == 0 {
-			if info.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if info.IsDir() {
+		if len(who) > 0 && info.IsDir() {
 			var search []Cred
 			for _, c := range who {
 				if allowed(c, info, 1) {
@@ -89,19 +75,8 @@ func PackAs(w io.Writer, src string, creds []Cred) error {
 			}
 			searchable[p] = search
 		}
-		rel, err := filepath.Rel(real, p)
-		if err != nil {
-			return err
-		}
-		return packEntry(tw, p, path.Join(base, filepath.ToSlash(rel)))
+		return len(who) > 0, nil
 	})
-	if err != nil {
-		return fmt.Errorf("pack %s: %w", src, err)
-	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("pack %s: %w", src, err)
-	}
-	return nil
 }
 
 // resolveParent resolves dir's links one folder at a time, refusing any

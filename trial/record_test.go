@@ -58,9 +58,10 @@ func TestConversationsRecorded(t *testing.T) {
 }
 
 // countAdmitted counts the metering lines of calls the gateway took in: a
-// request it refused, or whose body never arrived (an agent swept while
-// sending it, at the trial's end), is metered too but is no call used and
-// has no conversation record.
+// request it refused, one the trial's end refused (uncounted: the lead's
+// call after its DONE), or one whose body never arrived (an agent swept
+// while sending it) is metered too but is no call used and has no
+// conversation record.
 func countAdmitted(t *testing.T, path string) int {
 	t.Helper()
 	f, err := os.Open(path)
@@ -74,7 +75,7 @@ func countAdmitted(t *testing.T, path string) int {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if r.ErrorClass != llm.ClassBadRequest && r.RequestArrived() {
+		if r.ErrorClass != llm.ClassBadRequest && !r.Uncounted && r.RequestArrived() {
 			n++
 		}
 	}

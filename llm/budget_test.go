@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func chat(t *testing.T, g *Gateway, tr *Trial, agent string) (int, string) {
 // spent, with no call refused (an agent whose round limit is max_calls
 // never makes the call that would be); a worker's leaves the trial open,
 // the lead's and the trial's freeze it, and later calls are refused as
-// trial_ended, uncounted.
+// trial_ended, in no file of the trial.
 func TestSpentBudgetIsReportedAtOnce(t *testing.T) {
 	one, two, tokens, cost := int64(1), int64(2), int64(150), 0.005
 	for _, c := range []struct {
@@ -106,6 +107,7 @@ func TestSpentBudgetIsReportedAtOnce(t *testing.T) {
 			if c.want.Agent == "lead-1" {
 				other = "w-1"
 			}
+			linesBefore := len(f.records(t, other))
 			status, typ := chat(t, f.g, tr, other)
 			before := tr.Freeze("test")
 			switch {
@@ -119,10 +121,14 @@ func TestSpentBudgetIsReportedAtOnce(t *testing.T) {
 			if got := before.Spent != nil; got != c.frozen || before.Cause != map[bool]string{true: ClassBudgetExhausted, false: "test"}[c.frozen] {
 				t.Errorf("the first freeze %+v (spent %+v); frozen by the budget: %v", before, before.Spent, c.frozen)
 			}
+			// A call after the trial's end is in no file of the trial; one a
+			// spent budget refused is metered, uncounted.
 			recs := f.records(t, other)
-			last := recs[len(recs)-1]
-			if last.Uncounted != c.frozen {
-				t.Errorf("%s's last record %+v: uncounted %v, want %v", other, last, last.Uncounted, c.frozen)
+			switch ended := c.frozen && c.want.Agent != ""; {
+			case ended && len(recs) != linesBefore:
+				t.Errorf("%s's call after the trial's end is metered: %+v", other, recs[len(recs)-1])
+			case !ended && (len(recs) != linesBefore+1 || recs[len(recs)-1].Uncounted != c.frozen):
+				t.Errorf("%s's records %+v: want one more, uncounted %v", other, recs, c.frozen)
 			}
 			perAgent, total := tr.Usage()
 			var lines int64
@@ -153,7 +159,7 @@ func near(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 }
 
 // TestFreezeSettlesCallsInFlight: a call admitted before the freeze runs
 // to its end and is counted, Settle waits for it; a call after the freeze
-// is refused, metered as uncounted, never forwarded; a hung call is cut at
+// is refused, never forwarded, in no file of the trial; a hung call is cut at
 // once, not waited for.
 func TestFreezeSettlesCallsInFlight(t *testing.T) {
 	f := newFixture(t)
@@ -204,9 +210,10 @@ func TestFreezeSettlesCallsInFlight(t *testing.T) {
 	if got := f.up.calls.Load(); got != 1 {
 		t.Errorf("the upstream saw %d calls; the one after the freeze must not be forwarded", got)
 	}
-	recs := f.records(t, "lead-1") // in the order the calls ended: the refused one first
-	if len(recs) != 2 || recs[1].Uncounted || recs[1].CostUSD != wantCost || recs[1].ErrorClass != "" ||
-		!recs[0].Uncounted || recs[0].ErrorClass != ClassTrialEnded || recs[0].Status != http.StatusGone {
+	// The refused call is in no file of the trial: whether an agent asks
+	// it before it is swept is timing.
+	recs := f.records(t, "lead-1")
+	if len(recs) != 1 || recs[0].Uncounted || recs[0].CostUSD != wantCost || recs[0].ErrorClass != "" {
 		t.Errorf("lead-1's records %+v", recs)
 	}
 	if hung := f.records(t, "hang-1"); len(hung) != 1 || hung[0].ErrorClass != ClassDisconnect || hung[0].Uncounted {
@@ -222,4 +229,80 @@ func inFlight(tr *Trial) int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return len(tr.calls)
+}
+
+// TestDoneLetsTurnsEnd: after a FreezeAfterTurns (the DONE:), an agent
+// whose last answer asked for tools makes the call that continues its
+// turn, counted, and Settle waits for it; an agent at rest, or one whose
+// turn has ended, is refused; a turn that does not go on within the grace
+// is not waited for beyond it.
+func TestDoneLetsTurnsEnd(t *testing.T) {
+	f := newFixture(t)
+	f.g.TurnGrace = 400 * time.Millisecond
+	var askTools atomic.Bool
+	f.up.answerWith(func(w http.ResponseWriter, r *http.Request) {
+		msg := `"content":"done"`
+		if askTools.Load() {
+			msg = `"content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"shell","arguments":"{}"}}]`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant",`+msg+`},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2}}`)
+	})
+	open := func() *Trial {
+		return openLeadTrial(t, f, TrialSpec{ID: "t2", Lead: "lead-1", Agents: []AgentSpec{{ID: "lead-1", Endpoint: "oa"}, {ID: "w-1", Endpoint: "oa"}}})
+	}
+
+	tr := open()
+	askTools.Store(true)
+	if status, _ := chat(t, f.g, tr, "w-1"); status != http.StatusOK { // w-1 is mid-turn
+		t.Fatal(status)
+	}
+	askTools.Store(false)
+	if status, _ := chat(t, f.g, tr, "lead-1"); status != http.StatusOK { // the lead is at rest
+		t.Fatal(status)
+	}
+	tr.FreezeAfterTurns("declared_done")
+	settled := make(chan int)
+	go func() { settled <- tr.Settle(t.Context()) }()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-settled:
+		t.Fatal("Settle returned before w-1's turn ended")
+	default:
+	}
+	if status, typ := chat(t, f.g, tr, "lead-1"); status != http.StatusGone || typ != ClassTrialEnded {
+		t.Errorf("a call that starts a turn after the DONE: %d %s", status, typ)
+	}
+	if status, _ := chat(t, f.g, tr, "w-1"); status != http.StatusOK {
+		t.Errorf("the call that ends w-1's turn: %d", status)
+	}
+	select {
+	case n := <-settled:
+		if n != 0 {
+			t.Errorf("Settle left %d calls", n)
+		}
+	case <-time.After(300 * time.Millisecond):
+		t.Fatal("Settle did not return once the turns had ended")
+	}
+	if status, typ := chat(t, f.g, tr, "w-1"); status != http.StatusGone || typ != ClassTrialEnded {
+		t.Errorf("w-1's call after its turn ended: %d %s", status, typ)
+	}
+	if perAgent, _ := tr.Usage(); perAgent["w-1"].Calls != 2 || perAgent["lead-1"].Calls != 1 {
+		t.Errorf("usage %+v", perAgent)
+	}
+	tr.Close(context.Background())
+
+	// A turn that does not go on is waited for within the grace only.
+	tr = open()
+	askTools.Store(true)
+	chat(t, f.g, tr, "w-1")
+	tr.FreezeAfterTurns("declared_done")
+	start := time.Now()
+	tr.Settle(t.Context())
+	if took := time.Since(start); took < 300*time.Millisecond || took > 2*time.Second {
+		t.Errorf("Settle took %s for a turn that did not go on, grace 400ms", took)
+	}
+	if status, typ := chat(t, f.g, tr, "w-1"); status != http.StatusGone || typ != ClassTrialEnded {
+		t.Errorf("w-1's call after the grace: %d %s", status, typ)
+	}
 }

@@ -279,9 +279,17 @@ func lastRole(c Call) string {
 // order, per agent (agent id → its calls): each step answers what the
 // recording answered (its text, tool calls and usage), matching only the
 // role of the request's last message, so that harmless prompt changes do
-// not break it. A failed call becomes an error step. The output loads with
-// LoadScenario.
-func WriteScenario(w io.Writer, description string, byAgent map[string][]Call) error {
+// not break it. A failed call becomes an error step. Each recorded value
+// of own (the trial's id, its members' pubkeys) is written as its Live
+// text, a template that names the value in the trial playing the
+// scenario. The output loads with LoadScenario.
+func WriteScenario(w io.Writer, description string, byAgent map[string][]Call, own []Same) error {
+	var pairs []string
+	for _, s := range own {
+		pairs = append(pairs, s.Recorded, s.Live)
+	}
+	names := strings.NewReplacer(pairs...)
+	literal := func(s string) string { return names.Replace(escapeTemplate(s)) }
 	var b strings.Builder
 	q := func(s string) string { data, _ := json.Marshal(s); return string(data) }
 	fmt.Fprintf(&b, "# Made by troupe scenario from-trial: each agent's recorded answers, in order.\ndescription: %s\nscripts:\n", q(description))
@@ -298,12 +306,12 @@ func WriteScenario(w io.Writer, description string, byAgent map[string][]Call) e
 				continue
 			}
 			if a.Text != "" || len(a.ToolCalls) == 0 {
-				fmt.Fprintf(&b, "      reply: %s\n", q(escapeTemplate(a.Text)))
+				fmt.Fprintf(&b, "      reply: %s\n", q(literal(a.Text)))
 			}
 			if len(a.ToolCalls) > 0 {
 				b.WriteString("      tool_calls:\n")
 				for _, tc := range a.ToolCalls {
-					args, _ := json.Marshal(escapeArgs(tc.Arguments))
+					args, _ := json.Marshal(escapeArgs(tc.Arguments, literal))
 					fmt.Fprintf(&b, "        - name: %s\n          arguments: %s\n", q(tc.Name), args)
 				}
 			}
@@ -328,20 +336,22 @@ func escapeTemplate(s string) string {
 	return strings.ReplaceAll(s, "{{", `{{"{{"}}`)
 }
 
-func escapeArgs(v any) any {
+// escapeArgs keeps a tool call's arguments literal, each string through
+// literal.
+func escapeArgs(v any, literal func(string) string) any {
 	switch v := v.(type) {
 	case string:
-		return escapeTemplate(v)
+		return literal(v)
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, x := range v {
-			out[k] = escapeArgs(x)
+			out[k] = escapeArgs(x, literal)
 		}
 		return out
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			out[i] = escapeArgs(x)
+			out[i] = escapeArgs(x, literal)
 		}
 		return out
 	}

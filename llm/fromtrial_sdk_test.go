@@ -83,7 +83,7 @@ func TestScenarioFromRecording(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := WriteScenario(&out, "made from a recording", first); err != nil {
+	if err := WriteScenario(&out, "made from a recording", first, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LoadScenario("made.yaml", out.Bytes()); err != nil {

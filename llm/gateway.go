@@ -61,8 +61,12 @@ type Gateway struct {
 	// for the usage the provider reports at the end and bills anyway. Calls
 	// that can bring no such figure are ended at once.
 	DrainGrace time.Duration
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// TurnGrace is how long, after a trial's DONE: (Trial.FreezeAfterTurns),
+	// its agents' turns in progress have to end: each agent whose last
+	// answer asked for tools gets the calls that continue its turn.
+	TurnGrace time.Duration
+	Logger    *slog.Logger
+	Now       func() time.Time
 	// KeysOptional lets an endpoint's key be missing from the environment:
 	// its calls then reach the upstream with no key. A replay that never
 	// goes live needs none.
@@ -99,6 +103,7 @@ func New(endpoints Endpoints) *Gateway {
 		BodyTimeout:     time.Minute,
 		IdleTimeout:     2 * time.Minute,
 		DrainGrace:      10 * time.Second,
+		TurnGrace:       2 * time.Second,
 	}
 }
 
@@ -757,6 +762,14 @@ func (g *Gateway) finish(c *call) {
 		g.Logger.Debug("count_tokens", "trial", st.trial.spec.ID, "agent", st.spec.ID, "endpoint", st.endpoint.Name, "status", c.status, "error", c.errMsg)
 		return
 	}
+	if c.errClass == ClassTrialEnded {
+		// After the trial's end decision: no part of the trial, in no
+		// file of it. Whether its agent asks it before it is swept is a
+		// matter of timing, and the trial's figures are not: the
+		// gateway's log says it.
+		g.Logger.Info("call after the trial's end refused", "trial", st.trial.spec.ID, "agent", st.spec.ID, "endpoint", st.endpoint.Name)
+		return
+	}
 	end := g.Now()
 	r := Record{
 		Time: c.start.UTC(), Trial: st.trial.spec.ID, Agent: st.spec.ID, Endpoint: st.endpoint.Name,
@@ -782,12 +795,13 @@ func (g *Gateway) finish(c *call) {
 		r.Status = http.StatusTooManyRequests
 	}
 	st.settle(r)
+	st.endOfAnswer(c)
 	if st.replay != nil {
 		st.trial.mu.Lock()
 		st.countReplay(c, r.CostUSD)
 		st.trial.mu.Unlock()
 	}
-	if st.spec.Conversation != nil && c.errClass != ClassTrialEnded { // after the trial: no part of it
+	if st.spec.Conversation != nil {
 		st.trial.mu.Lock()
 		st.recordConversation(c)
 		st.trial.mu.Unlock()

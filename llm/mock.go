@@ -151,9 +151,9 @@ func parseMockRequest(api API, body []byte) (mockRequest, error) {
 		return mockRequest{}, errors.New("the request has no messages")
 	}
 	var out mockRequest
-	out.inputChars = len(contentText(req.System))
+	out.inputChars = textChars(contentText(req.System))
 	for _, msg := range req.Messages {
-		out.inputChars += len(contentText(msg.Content))
+		out.inputChars += textChars(contentText(msg.Content))
 	}
 	last := req.Messages[len(req.Messages)-1]
 	out.lastRole, out.lastText = last.Role, contentText(last.Content)
@@ -208,6 +208,12 @@ func estimateUsage(req mockRequest, reply string, calls []renderedCall, override
 	}
 	return Usage{Input: estimateInput(req), Output: max(int64((out+3)/4), 1)}
 }
+
+// textChars is what a text counts for the mock's estimate: its length
+// with times and durations masked, as a replay compares requests, so that
+// a harness that tells the model the time left ("59s", "1m0s") does not
+// make a scripted trial's figures differ by when its calls were made.
+func textChars(s string) int { return len(maskTimes(s)) }
 
 // estimateInput is the input tokens of a request the script gives no usage
 // for, and the mock's answer to count_tokens: about a token per four

@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -33,12 +35,37 @@ import (
 // starts with ("$prefix") and names the rest: a call costs what it adds.
 // Any other field over blockMin bytes (a system prompt) becomes one block.
 // Blocks are an agent's own: a record reads alone, in order.
+//
+// A record is tamper-evident. Its first line says its format,
+//
+//	{"record":"troupe/conversation","version":2}
+//
+// a block's id is the digest of its JSON as written, and each call holds
+// a digest of itself as written ("digest": its request with its block
+// references, its answer, its status and error), so a reader checks every
+// block against its id and every call against its digest: an edited
+// block or call is refused with the line that was changed (TamperedError),
+// never read as what was recorded. What is recorded is scrubbed before its
+// digests are taken, so the trial's files, scrubbed again, hold the bytes
+// the digests name. A record without the first line (written before
+// version 2) is read unverified (RecordReader.Verified).
 
 // blockMin is the size from which a non-array field is kept as a block.
 const blockMin = 256
 
 // maxAnswerKept bounds the answer kept of one call.
 const maxAnswerKept = 4 << 20
+
+// recordFormat is a record's first line (version 2 on: verified).
+type recordFormat struct {
+	Record  string `json:"record"`
+	Version int    `json:"version"`
+}
+
+const (
+	recordName    = "troupe/conversation"
+	recordVersion = 2
+)
 
 type blockLine struct {
 	Block string          `json:"block"`
@@ -79,6 +106,10 @@ func (cv *conversation) split(request []byte) (json.RawMessage, []blockLine) {
 	}
 	var blocks []blockLine
 	add := func(data json.RawMessage) string {
+		// Named by the digest of the bytes the record will hold: the
+		// encoder writes a raw value compacted, its HTML characters
+		// escaped.
+		data, _ = json.Marshal(data)
 		id := blockID(data)
 		if !cv.written[id] {
 			cv.written[id] = true
@@ -124,38 +155,41 @@ func (st *agentState) recordConversation(c *call) {
 		return
 	}
 	t := st.trial
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	if st.conv == nil {
 		st.conv = &conversation{written: map[string]bool{}}
+		enc.Encode(recordFormat{Record: recordName, Version: recordVersion})
 	}
 	cv := st.conv
 	cv.calls++
-	request, blocks := cv.split(c.request)
+	// Scrubbed before the digests are taken: the bytes written are those
+	// the digests name.
+	scrub := t.records.Scrub
+	request, blocks := cv.split(scrub(c.request))
 	line := Call{N: cv.calls, Time: c.start.UTC(), API: c.api, Status: c.status, Stream: c.stream, Request: request,
-		AnswerOmitted: c.answerOmitted, Error: c.errMsg}
-	switch answer := c.answer.Bytes(); {
+		AnswerOmitted: c.answerOmitted, Error: string(scrub([]byte(c.errMsg)))}
+	switch answer := scrub(c.answer.Bytes()); {
 	case len(answer) == 0:
 	case !c.stream && json.Valid(answer):
 		line.Answer = answer
 	default:
 		line.AnswerText = string(answer)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	line.Digest = line.digest()
 	for _, b := range blocks {
 		enc.Encode(b)
 	}
 	enc.Encode(line)
-	if _, err := w.Write(t.scrubber.Scrub(buf.Bytes())); err != nil {
+	if _, err := w.Write(t.records.Scrub(buf.Bytes())); err != nil {
 		t.g.Logger.Error("cannot write the conversation record", "agent", st.spec.ID, "err", err)
 	}
 }
 
 // keepAnswer adds what the agent received to the call's answer, within
-// maxAnswerKept; the rest is counted.
+// maxAnswerKept; the rest is counted. It is kept with no record too: the
+// gateway reads from it whether the agent's turn goes on.
 func (c *call) keepAnswer(data []byte) {
-	if c.st.spec.Conversation == nil {
-		return
-	}
 	room := maxAnswerKept - c.answer.Len()
 	if room < len(data) {
 		c.answerOmitted += len(data) - max(room, 0)
@@ -179,6 +213,70 @@ type Call struct {
 	AnswerText    string          `json:"answer_text,omitempty"`
 	AnswerOmitted int             `json:"answer_omitted,omitempty"`
 	Error         string          `json:"error,omitempty"`
+	// Digest is the call's, as written (digest): a reader checks it.
+	Digest string `json:"digest,omitempty"`
+}
+
+// digest is a call's digest over what the record holds of it: its number,
+// time, format, status, request as written (its blocks named by their own
+// digests), answer and error, each length-prefixed. Raw JSON is taken as
+// the encoder writes it (compacted, HTML escaped), so the writer's call
+// and the reader's give one digest.
+func (c Call) digest() string {
+	h := sha256.New()
+	part := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	raw := func(m json.RawMessage) {
+		if len(m) == 0 {
+			part(nil)
+			return
+		}
+		written, err := json.Marshal(m)
+		if err != nil {
+			written = m
+		}
+		part(written)
+	}
+	part(strconv.AppendInt(nil, c.N, 10))
+	part([]byte(c.Time.UTC().Format(time.RFC3339Nano)))
+	part([]byte(c.API))
+	part(strconv.AppendInt(nil, int64(c.Status), 10))
+	part(strconv.AppendBool(nil, c.Stream))
+	raw(c.Request)
+	raw(c.Answer)
+	part([]byte(c.AnswerText))
+	part(strconv.AppendInt(nil, int64(c.AnswerOmitted), 10))
+	part([]byte(c.Error))
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// TamperedError: a line of a verified record does not match its digest
+// (a block its id, a call its digest): the record was changed after it
+// was written, there. Reading ends at it.
+type TamperedError struct {
+	// Line is the record's line, from 1; Call the call's number, or Block
+	// the block's id.
+	Line  int
+	Call  int64
+	Block string
+	// Gap: the call follows call After (0: none), not the call before
+	// it: calls were taken out.
+	Gap   bool
+	After int64
+}
+
+func (e *TamperedError) Error() string {
+	if e.Gap {
+		return fmt.Sprintf("line %d: call %d follows call %d: calls were taken out of the record there after it was written", e.Line, e.Call, e.After)
+	}
+	if e.Block != "" {
+		return fmt.Sprintf("line %d: block %s does not match its content: the record was changed there after it was written", e.Line, e.Block)
+	}
+	return fmt.Sprintf("line %d: call %d does not match its digest: the record was changed there after it was written", e.Line, e.Call)
 }
 
 // maxRecordLine bounds one line of a record when it is read.
@@ -270,8 +368,19 @@ type RecordReader struct {
 	index    int
 	missing  int
 	skipped  int
-	err      error
+	line     int
+	verified bool
+	// lastN is the last call's number, and skippedAtLast the lines
+	// skipped when it was read.
+	lastN         int64
+	skippedAtLast int
+	err           error
 }
+
+// Verified says whether the record read so far is checked, block by block
+// and call by call: false for a record written before troupe wrote digests
+// (version 2), which is read as it is.
+func (rr *RecordReader) Verified() bool { return rr.verified }
 
 // NewRecordReader reads a decompressed record from r.
 func NewRecordReader(r io.Reader, lim RecordLimits) *RecordReader {
@@ -305,8 +414,10 @@ func (rr *RecordReader) Next() (Call, error) {
 		return Call{}, rr.err
 	}
 	for rr.sc.Scan() {
-		// One pass over the line: a block or a call.
+		rr.line++
+		// One pass over the line: the format, a block or a call.
 		var l struct {
+			recordFormat
 			Block string          `json:"block"`
 			JSON  json.RawMessage `json:"json"`
 			Call
@@ -315,7 +426,15 @@ func (rr *RecordReader) Next() (Call, error) {
 			rr.skipped++
 			continue
 		}
+		if l.Record == recordName {
+			rr.verified = rr.verified || l.Version >= recordVersion
+			continue
+		}
 		if l.Block != "" {
+			if rr.verified && blockID(l.JSON) != l.Block {
+				rr.err = &TamperedError{Line: rr.line, Block: l.Block}
+				return Call{}, rr.err
+			}
 			if len(l.JSON) == 0 {
 				l.JSON = json.RawMessage("null")
 			}
@@ -326,6 +445,21 @@ func (rr *RecordReader) Next() (Call, error) {
 		if c.N == 0 {
 			continue
 		}
+		// A call with a digest in a record that does not say it is
+		// verified lost its first line: it is read as changed.
+		if rr.verified && c.digest() != c.Digest || !rr.verified && c.Digest != "" {
+			rr.err = &TamperedError{Line: rr.line, Call: c.N}
+			return Call{}, rr.err
+		}
+		// Calls are numbered from 1 on; a bound that drops the middle of
+		// a record leaves its mark, a line that is no call. A call that
+		// does not follow the last one with no such mark between them
+		// follows calls taken out.
+		if rr.verified && c.N != rr.lastN+1 && rr.skipped == rr.skippedAtLast {
+			rr.err = &TamperedError{Line: rr.line, Call: c.N, Gap: true, After: rr.lastN}
+			return Call{}, rr.err
+		}
+		rr.lastN, rr.skippedAtLast = c.N, rr.skipped
 		rr.index++
 		req, err := rr.join(c)
 		if err != nil {

@@ -5,7 +5,9 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,5 +70,53 @@ func TestConversationRecord(t *testing.T) {
 	// The system prompt, sent three times, is in the record once.
 	if n := bytes.Count(data, []byte(strings.Repeat("You are a careful agent. ", 40))); n != 1 {
 		t.Errorf("the system prompt is in the record %d times", n)
+	}
+	checkTamperEvident(t, data)
+}
+
+// checkTamperEvident: a record as written verifies; each edit of it, of a
+// block, an answer, a call's figures, its first line or its calls' order,
+// is refused with the line that was changed.
+func checkTamperEvident(t *testing.T, data []byte) {
+	t.Helper()
+	rr := NewRecordReader(bytes.NewReader(data), RecordLimits{})
+	if err := rr.Each(func(Call) {}); err != nil || !rr.Verified() {
+		t.Fatalf("the record as written: %v, verified %v", err, rr.Verified())
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	lineOf := func(sub string) int {
+		for i, l := range lines {
+			if strings.Contains(l, sub) {
+				return i + 1
+			}
+		}
+		t.Fatalf("no line holds %q", sub)
+		return 0
+	}
+	edit := func(line int, from, to string) string {
+		out := slices.Clone(lines)
+		out[line-1] = strings.Replace(out[line-1], from, to, 1)
+		return strings.Join(out, "")
+	}
+	callLine := lineOf(`"call":2,`)
+	withoutCall2 := strings.Join(slices.Delete(slices.Clone(lines), callLine-1, callLine), "")
+	call3 := len(strings.SplitAfter(withoutCall2[:strings.Index(withoutCall2, `"call":3,`)], "\n"))
+	for _, tc := range []struct {
+		name, record string
+		line         int
+		want         string
+	}{
+		{"a block's text", edit(lineOf("careful agent"), "careful", "carefree"), lineOf("careful agent"), "does not match its content"},
+		{"an answer", edit(callLine, `"content":"`, `"content":"not `), callLine, "call 2 does not match its digest"},
+		{"a status", edit(callLine, `"status":200`, `"status":201`), callLine, "call 2 does not match its digest"},
+		{"the first line taken out", strings.Join(lines[1:], ""), 1, "does not match its digest"},
+		{"a call taken out", withoutCall2, call3, "call 3 follows call 1"},
+	} {
+		rr := NewRecordReader(strings.NewReader(tc.record), RecordLimits{})
+		err := rr.Each(func(Call) {})
+		e, ok := errors.AsType[*TamperedError](err)
+		if !ok || !strings.Contains(err.Error(), tc.want) || tc.name != "the first line taken out" && e.Line != tc.line {
+			t.Errorf("%s: %v, want line %d: %s", tc.name, err, tc.line, tc.want)
+		}
 	}
 }

@@ -260,7 +260,10 @@ func (g *Gateway) replayCall(w http.ResponseWriter, c *call, body []byte) bool {
 	n, diverged, stoppedBy := cur.taken, cur.diverged, rs.stoppedBy
 	t.mu.Unlock()
 	if stoppedBy == nil && !diverged {
-		d := cur.match(rs, n, body)
+		// The record was scrubbed when it was written: so is the request
+		// it is compared with (an agent that printed its token sends it
+		// in every later request; the record holds it redacted).
+		d := cur.match(rs, n, t.records.Scrub(body))
 		if d == nil {
 			rec := cur.calls[n]
 			c.replayed = &rec
@@ -339,7 +342,27 @@ func (cur *replayCursor) match(rs *replayState, n int64, body []byte) *Divergenc
 	if bytes.Equal(recorded, asked) {
 		return nil
 	}
-	return &Divergence{Why: "the request differs from the recorded one", Diff: textdiff.Unified("recorded", "replay", readable(rv, recorded), readable(av, asked), 3, 120)}
+	diff := textdiff.Unified("recorded", "replay", readable(rv, recorded), readable(av, asked), 3, 120)
+	if diff == "" {
+		// The readable forms hide the difference (a number's spelling,
+		// a byte YAML shows alike): show the bytes where they part.
+		diff = firstDifference(recorded, asked)
+	}
+	return &Divergence{Why: "the request differs from the recorded one", Diff: diff}
+}
+
+// firstDifference shows two requests around the first byte at which they
+// differ, quoted, under the names a unified diff gives them.
+func firstDifference(was, is []byte) string {
+	at := 0
+	for at < len(was) && at < len(is) && was[at] == is[at] {
+		at++
+	}
+	window := func(b []byte) string {
+		from, to := max(at-60, 0), min(at+60, len(b))
+		return fmt.Sprintf("%q", b[from:to])
+	}
+	return fmt.Sprintf("--- recorded\n+++ replay\n@@ byte %d @@\n-%s\n+%s\n", at+1, window(was), window(is))
 }
 
 // normalize is a request as a replay compares it: the Same values named,

@@ -78,3 +78,42 @@ func TestParseDivergencePolicy(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// TestMockEstimateIgnoresTimes: the mock's input tokens for requests that
+// differ only in the time they tell (a harness's "time left") are one
+// figure, in every format; other text still counts.
+func TestMockEstimateIgnoresTimes(t *testing.T) {
+	chat := func(left string) string {
+		return `{"messages":[{"role":"system","content":"You are lead-1. Time left before the deadline: ` + left + `. Now: 2026-12-03T12:30:35Z."},{"role":"user","content":"go"}]}`
+	}
+	responses := func(left string) string {
+		return `{"instructions":"Time left: ` + left + `.","input":[{"type":"message","role":"user","content":"go"}]}`
+	}
+	for _, tc := range []struct {
+		name  string
+		parse func(string) (mockRequest, error)
+		body  func(string) string
+	}{
+		{"chat completions", func(b string) (mockRequest, error) { return parseMockRequest(OpenAI, []byte(b)) }, chat},
+		{"messages", func(b string) (mockRequest, error) { return parseMockRequest(Anthropic, []byte(b)) }, chat},
+		{"responses", func(b string) (mockRequest, error) { return parseResponsesRequest([]byte(b)) }, responses},
+	} {
+		var got []int64
+		for _, left := range []string{"59s", "1m0s", "4m58.25s", "300ms"} {
+			req, err := tc.parse(tc.body(left))
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			got = append(got, estimateInput(req))
+		}
+		for _, n := range got[1:] {
+			if n != got[0] {
+				t.Errorf("%s: input tokens %v for the same request at other times", tc.name, got)
+			}
+		}
+		longer, _ := tc.parse(tc.body("59s, and some more words of the prompt"))
+		if estimateInput(longer) <= got[0] {
+			t.Errorf("%s: more text counts %d, not more than %d", tc.name, estimateInput(longer), got[0])
+		}
+	}
+}

@@ -95,11 +95,11 @@ func parseResponsesRequest(body []byte) (mockRequest, error) {
 	if len(input) == 0 || bytes.Equal(input, []byte("null")) {
 		return mockRequest{}, errors.New("the request has no input")
 	}
-	out := mockRequest{inputChars: len(contentText(req.Instructions))}
+	out := mockRequest{inputChars: textChars(contentText(req.Instructions))}
 	var text string
 	if json.Unmarshal(input, &text) == nil {
 		out.lastRole, out.lastText = "user", text
-		out.inputChars += len(text)
+		out.inputChars += textChars(text)
 		return out, nil
 	}
 	var items []struct {
@@ -117,7 +117,7 @@ func parseResponsesRequest(body []byte) (mockRequest, error) {
 		return mockRequest{}, errors.New("the request has no input")
 	}
 	for _, it := range items {
-		out.inputChars += len(contentText(it.Content)) + len(contentText(it.Output)) + len(contentText(it.Name)) + len(contentText(it.Arguments))
+		out.inputChars += textChars(contentText(it.Content)) + textChars(contentText(it.Output)) + textChars(contentText(it.Name)) + textChars(contentText(it.Arguments))
 	}
 	last := items[len(items)-1]
 	switch {

@@ -19,6 +19,8 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/nbd-wtf/go-nostr/nip19"
+
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/yaml11"
 )
@@ -394,8 +396,19 @@ type Teammate struct {
 	ID, Role, Kind, Pubkey string
 }
 
+// Npub is the teammate's pubkey as NIP-19 writes it ({{.User.Npub}}), as
+// agents quote it; "" when the pubkey is not one.
+func (t Teammate) Npub() string {
+	npub, err := nip19.EncodePublicKey(t.Pubkey)
+	if err != nil {
+		return ""
+	}
+	return npub
+}
+
 // Facts are what a scenario's templates see: {{.Channel}},
-// {{.Self.ID}}, {{(.Agent "worker-1").Pubkey}}, {{(.Role "implementer").ID}},
+// {{.Self.ID}}, {{(.Agent "worker-1").Pubkey}}, {{(.Agent "worker-1").Npub}},
+// {{(.Role "implementer").ID}},
 // {{.Orchestrator.ID}}, {{.User.Pubkey}}, {{.Last}}.
 type Facts struct {
 	Trial, Channel string

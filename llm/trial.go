@@ -54,6 +54,12 @@ type TrialSpec struct {
 	// Replay plays a recorded trial's answers (replay.go); nil asks the
 	// endpoints.
 	Replay *Replay
+	// Secrets are the trial's own beyond its tokens (its members' keys in
+	// the forms they are shown in, values taken from the host): the records
+	// are scrubbed of them as the trial's files are, and a replay scrubs a
+	// request of them before comparing it with its record, so that like is
+	// compared with like.
+	Secrets []secret.Secret
 }
 
 // Exhaustion reports a spent budget: an agent's (Agent set) or the trial's.
@@ -103,8 +109,9 @@ type Trial struct {
 	g    *Gateway
 	spec TrialSpec
 	// scrubber finds the gateway's keys and this trial's tokens in what
-	// reaches its agents and records.
-	scrubber *secret.Scrubber
+	// reaches its agents; records finds those and the trial's own secrets
+	// (TrialSpec.Secrets) in what it writes and in what a replay compares.
+	scrubber, records *secret.Scrubber
 
 	mu        sync.Mutex
 	agents    map[string]*agentState   // by agent id
@@ -115,10 +122,13 @@ type Trial struct {
 	// frozen is set once, by Freeze or by the lead's or the trial's spent
 	// budget: from then on no call is admitted.
 	frozen *Frozen
-	closed bool
-	calls  map[*call]struct{} // in flight
-	idle   chan struct{}      // closed once the trial is closed and no call is in flight
-	replay *replayState       // nil when the trial is no replay
+	// turnsUntil is when turns in progress at a FreezeAfterTurns must have
+	// ended; zero for a plain Freeze.
+	turnsUntil time.Time
+	closed     bool
+	calls      map[*call]struct{} // in flight
+	idle       chan struct{}      // closed once the trial is closed and no call is in flight
+	replay     *replayState       // nil when the trial is no replay
 }
 
 // agentState is one agent's grant: where its calls go and what it has used.
@@ -134,6 +144,9 @@ type agentState struct {
 	exhausted *Exhaustion
 	conv      *conversation
 	replay    *replayCursor // nil when the trial is no replay
+	// midTurn: the agent's last answer asked for tools, so its turn goes
+	// on with the call that brings their results.
+	midTurn bool
 }
 
 // OpenTrial mints a token for each agent. Every endpoint must be configured
@@ -185,10 +198,13 @@ func (g *Gateway) OpenTrial(spec TrialSpec) (*Trial, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("llm: trial %s: %w", spec.ID, err)
 	}
+	secrets := slices.Collect(maps.Values(g.keys))
 	for id := range t.agents {
 		t.tokens[id] = newToken()
+		secrets = append(secrets, t.tokens[id], secret.New(strings.ToUpper(t.tokens[id].Reveal())))
 	}
-	t.scrubber = secret.NewScrubber(append(slices.Collect(maps.Values(g.keys)), slices.Collect(maps.Values(t.tokens))...)...)
+	t.scrubber = secret.NewScrubber(secrets...)
+	t.records = secret.NewScrubber(append(secrets, spec.Secrets...)...)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.open || g.closed {
@@ -245,8 +261,9 @@ func (t *Trial) Spent() (perAgent map[string]Exhaustion, trial *Exhaustion) {
 
 // Freeze ends the trial's model calls at its end decision: from now on
 // every call is refused before it is forwarded (410, error type
-// trial_ended, metered as uncounted and kept out of the conversation
-// record), while the calls already admitted run on, for Settle to wait for.
+// trial_ended, in no file of the trial: neither metered nor recorded, only
+// logged by the gateway), while the calls already admitted run on, for
+// Settle to wait for.
 // So a trial's usage is what was admitted before its end, whatever the
 // timing of what follows. cause is the trial's completion reason. The
 // first freeze holds, and every call returns it: the trial reads there
@@ -258,6 +275,61 @@ func (t *Trial) Freeze(cause string) Frozen {
 		t.frozen = &Frozen{Cause: cause}
 	}
 	return *t.frozen
+}
+
+// FreezeAfterTurns freezes the trial at its orchestrator's DONE:, as
+// Freeze does, but lets the agents' turns in progress end, within the
+// gateway's TurnGrace: an agent whose last answer asked for tools may make
+// the calls that continue its turn (counted as the trial's), and no call
+// starts a turn. So a call that follows from what the agent was doing
+// when the DONE: came is the trial's whatever the timing (a worker's last
+// call after its report, the lead's after its DONE:), and Settle waits for
+// it. A spent budget refuses as before.
+func (t *Trial) FreezeAfterTurns(cause string) Frozen {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.frozen == nil {
+		t.frozen = &Frozen{Cause: cause}
+		t.turnsUntil = t.g.Now().Add(t.g.TurnGrace)
+	}
+	return *t.frozen
+}
+
+// continues says whether the agent's next call may go on after the
+// freeze: it continues a turn in progress at a FreezeAfterTurns, within
+// the grace. t.mu is held.
+func (st *agentState) continues() bool {
+	t := st.trial
+	return st.midTurn && !t.turnsUntil.IsZero() && t.g.Now().Before(t.turnsUntil)
+}
+
+// endOfAnswer notes whether the call's answer asked for tools: whether the
+// agent's turn goes on.
+func (st *agentState) endOfAnswer(c *call) {
+	asked := false
+	if c.status > 0 && c.status < 400 && c.complete && c.answerOmitted == 0 {
+		a := Call{API: c.api, Stream: c.stream, Status: c.status}
+		if c.stream {
+			a.AnswerText = c.answer.String()
+		} else {
+			a.Answer = c.answer.Bytes()
+		}
+		asked = len(AnswerOf(a).ToolCalls) > 0
+	}
+	st.trial.mu.Lock()
+	st.midTurn = asked
+	st.trial.mu.Unlock()
+}
+
+// turnsInProgress says whether an agent's turn is still to end after a
+// FreezeAfterTurns. t.mu is held.
+func (t *Trial) turnsInProgress() bool {
+	for _, st := range t.agents {
+		if st.continues() {
+			return true
+		}
+	}
+	return false
 }
 
 // ended says whether the agent's call is to be refused as trial_ended:
@@ -273,7 +345,8 @@ func (st *agentState) ended() bool {
 const settlePoll = 10 * time.Millisecond
 
 // Settle freezes the trial, if it is not yet, and waits for its calls in
-// flight to end and be recorded, for at most the gateway's DrainGrace or
+// flight to end and be recorded, and after a FreezeAfterTurns for the
+// turns in progress to end (within TurnGrace), for at most the gateway's DrainGrace or
 // until ctx ends, so that they are counted the same way every time before
 // the agents are swept: a mock's call ends at once, a real upstream's when
 // it has answered. A call held with no end in sight (a scripted or
@@ -290,6 +363,9 @@ func (t *Trial) Settle(ctx context.Context) int {
 	for {
 		t.mu.Lock()
 		n := len(t.calls)
+		if n == 0 && t.turnsInProgress() {
+			n = -1 // a turn is still to end: its next call is the trial's
+		}
 		var held []*call
 		for c := range t.calls {
 			if c.held.Load() {
@@ -306,9 +382,9 @@ func (t *Trial) Settle(ctx context.Context) int {
 		select {
 		case <-poll.C:
 		case <-grace.C:
-			return n
+			return max(n, 0)
 		case <-ctx.Done():
-			return n
+			return max(n, 0)
 		}
 	}
 }
@@ -415,7 +491,7 @@ func (st *agentState) refusal() (refusal *BudgetExceededError, frozen bool) {
 	if e := st.exhausted; e != nil {
 		return &BudgetExceededError{Agent: st.spec.ID, Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}, false
 	}
-	return nil, t.frozen != nil
+	return nil, t.frozen != nil && !st.continues()
 }
 
 // admit counts a call against the budgets before it is forwarded, or says
@@ -428,6 +504,9 @@ func (st *agentState) admit() (refusal *BudgetExceededError, frozen bool) {
 	defer t.mu.Unlock()
 	if refusal, frozen = st.refusal(); refusal != nil || frozen {
 		return refusal, frozen
+	}
+	if t.frozen != nil {
+		st.midTurn = false // this call continues the turn; its answer says if it goes on
 	}
 	st.totals.Calls++
 	t.total.Calls++
@@ -467,7 +546,7 @@ func (st *agentState) settle(r Record) {
 	t.total.add(r)
 	if st.spec.Log != nil {
 		line, _ := json.Marshal(r)
-		if _, err := st.spec.Log.Write(append(t.scrubber.Scrub(line), '\n')); err != nil {
+		if _, err := st.spec.Log.Write(append(t.records.Scrub(line), '\n')); err != nil {
 			t.g.Logger.Error("cannot write call record", "agent", st.spec.ID, "err", err)
 		}
 	}

@@ -53,6 +53,15 @@ type Trial struct {
 	// VerdictUntrusted marks a trial whose system files (shells,
 	// interpreters, /tests) had changed before its verifier ran.
 	VerdictUntrusted bool `json:"verdict_untrusted"`
+	// Replay is set when the trial replayed a recorded one (troupe
+	// replay): no trial of its roster, and free but for its live calls.
+	Replay *struct {
+		Source string `json:"source"`
+		Agents []struct {
+			ID          string  `json:"id"`
+			LiveCostUSD float64 `json:"live_cost_usd"`
+		} `json:"agents"`
+	} `json:"replay"`
 }
 
 // Wall is the trial's time from start to finish.

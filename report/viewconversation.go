@@ -403,8 +403,13 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 	out.Notes = append(out.Notes, refused...)
 	if _, ok := errors.AsType[*llm.DecompressedError](readErr); ok {
 		out.Notes = append(out.Notes, fmt.Sprintf("the record is read up to %d MiB decompressed; the rest is left out", maxConvBytes>>20))
+	} else if _, ok := errors.AsType[*llm.TamperedError](readErr); ok {
+		out.Notes = append(out.Notes, fmt.Sprintf("the record does not verify, and is shown only up to where it was changed: %v", readErr))
 	} else if readErr != nil {
 		out.Notes = append(out.Notes, fmt.Sprintf("the record is not read to its end: %v", readErr))
+	}
+	if !rr.Verified() && out.Calls > 0 {
+		out.Notes = append(out.Notes, "the record has no digests (written before troupe verified records): what it shows is unverified")
 	}
 	if out.Calls > maxConvCalls {
 		out.Notes = append(out.Notes, fmt.Sprintf("the first %d of the %d calls are shown", maxConvCalls, out.Calls))

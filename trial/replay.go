@@ -3,6 +3,7 @@ package trial
 import (
 	"bytes"
 	"cmp"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,9 +93,18 @@ func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
 			return nil, fmt.Errorf("trial %s: %w", dir, err)
 		}
 		recorded++
-		calls, missing, err := llm.ReadCompressedConversation(bytes.NewReader(data))
+		zr, err := gzip.NewReader(bytes.NewReader(data))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		rr := llm.NewRecordReader(zr, llm.RecordLimits{})
+		var calls []llm.Call
+		if err := rr.Each(func(c llm.Call) { calls = append(calls, c) }); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		missing := rr.Missing()
+		if !rr.Verified() {
+			rp.Warnings = append(rp.Warnings, fmt.Sprintf("%s has no digests (it was written before troupe verified records): its calls are replayed unverified", file))
 		}
 		if missing > 0 {
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("%s: %d calls name blocks the record lacks (it was bounded): they cannot be replayed", file, missing))
@@ -113,20 +123,69 @@ func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
 // gateway is the replay as the gateway plays it, in a trial whose id and
 // members are given: each recorded value beside its counterpart.
 func (rp *Replay) gateway(trialID string, members map[string]string) *llm.Replay {
-	same := []llm.Same{{Name: "trial id", Recorded: rp.Recorded.TrialID, Live: trialID}}
-	for _, id := range slices.Sorted(maps.Keys(rp.Members)) {
-		old, now := rp.Members[id], members[id]
-		if old == "" || now == "" {
-			continue
+	same := Translate(rp.Recorded.TrialID, rp.Members, func(v Own) string {
+		switch v.Kind {
+		case OwnTrialID:
+			return trialID
+		case OwnNpub:
+			npub, _ := nip19.EncodePublicKey(members[v.Member])
+			return npub
 		}
-		same = append(same, llm.Same{Name: "pubkey of " + id, Recorded: old, Live: now})
-		oldN, err1 := nip19.EncodePublicKey(old)
-		nowN, err2 := nip19.EncodePublicKey(now)
-		if err1 == nil && err2 == nil {
-			same = append(same, llm.Same{Name: "npub of " + id, Recorded: oldN, Live: nowN})
+		return members[v.Member]
+	})
+	return &llm.Replay{Calls: rp.Calls, Same: same, OnDivergence: rp.OnDivergence}
+}
+
+// Own is a value a recorded trial had of its own, which another run of it
+// has anew: its id, a member's pubkey (hex or npub).
+type Own struct {
+	Kind OwnKind
+	// Member is the pubkey's member id ("user" for the trial's user).
+	Member string
+}
+
+// OwnKind is which of a trial's own values an Own is.
+type OwnKind int
+
+const (
+	OwnTrialID OwnKind = iota
+	OwnPubkey
+	OwnNpub
+)
+
+// Translate names a recorded trial's own values (its id, and its members'
+// pubkeys, by id, as members.json has them) and gives each its
+// counterpart in another run, as to says: a replay's live values, a
+// scenario's templates. It is the one translation of a recording's ids,
+// so that troupe replay and troupe scenario from-trial cannot differ on
+// which values are the trial's own. A value to gives as "" is left out.
+func Translate(trialID string, members map[string]string, to func(Own) string) []llm.Same {
+	var same []llm.Same
+	add := func(name, recorded string, v Own) {
+		if now := to(v); recorded != "" && now != "" {
+			same = append(same, llm.Same{Name: name, Recorded: recorded, Live: now})
 		}
 	}
-	return &llm.Replay{Calls: rp.Calls, Same: same, OnDivergence: rp.OnDivergence}
+	add("trial id", trialID, Own{Kind: OwnTrialID})
+	for _, id := range slices.Sorted(maps.Keys(members)) {
+		pk := members[id]
+		add("pubkey of "+id, pk, Own{Kind: OwnPubkey, Member: id})
+		if npub, err := nip19.EncodePublicKey(pk); err == nil {
+			add("npub of "+id, npub, Own{Kind: OwnNpub, Member: id})
+		}
+	}
+	return same
+}
+
+// ReadOwn reads what Translate needs of a recorded trial folder: its id
+// (result.json's trial_id) and its members' pubkeys (relay/members.json).
+func ReadOwn(dir string) (trialID string, members map[string]string, err error) {
+	res, err := ReadResult(filepath.Join(dir, "result.json"))
+	if err != nil {
+		return "", nil, err
+	}
+	members, err = readMembers(dir)
+	return res.TrialID, members, err
 }
 
 // Message is a channel message as a replay compares it: who sent it,
@@ -140,12 +199,15 @@ type Message struct {
 
 // TranscriptDiff compares two trials' channel messages.
 type TranscriptDiff struct {
-	Recorded, Replayed int
+	// Recorded and Replayed count each trial's messages.
+	Recorded int `json:"recorded"`
+	Replayed int `json:"replayed"`
 	// At is the first message that differs, from 1; 0 when none does.
-	At int
+	At int `json:"at"`
 	// Was and Is are that message in each, nil when that transcript ends
 	// before it.
-	Was, Is *Message
+	Was *Message `json:"was"`
+	Is  *Message `json:"is"`
 }
 
 // CompareTranscripts compares the channel messages of a recorded trial and

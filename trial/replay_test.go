@@ -133,6 +133,29 @@ func TestReplayTeamTrial(t *testing.T) {
 	})
 }
 
+// TestReplayAcrossScrubbing: an agent printed its own key and token in a
+// tool result, which its next request carried: the record holds them
+// redacted, and the replay, whose agent prints its own (other) ones, asks
+// the same once both are scrubbed alike.
+func TestReplayAcrossScrubbing(t *testing.T) {
+	env := testEnv(t)
+	const m = "testdata/manifests/print-secrets.yaml"
+	spec := Spec{Name: "hello-world__test-print-secrets__1", Team: team(t, m), ManifestPath: m, Task: loadTask(t, helloWorld), Attempt: 1}
+	rec, recDir := runSpec(t, env, spec)
+	if rec.CompletionReason != DeclaredDone {
+		t.Fatalf("the recorded trial: %s %+v", rec.CompletionReason, rec.ExceptionInfo)
+	}
+	calls, _, err := llm.ReadConversation(bytes.NewReader(readPlain(t, filepath.Join(recDir, "agents", "solo-1", conversationFile+".gz"))))
+	if err != nil || len(calls) < 2 {
+		t.Fatalf("the record: %d calls, %v", len(calls), err)
+	}
+	if req := string(calls[1].Request); strings.Count(req, "[redacted by troupe]") < 3 {
+		t.Fatalf("the second request does not carry the redacted key and token: %.3000s", req)
+	}
+	res, dir := replayOf(t, env, spec, recDir, llm.DivergeStop)
+	sameAsRecorded(t, rec, res, recDir, dir)
+}
+
 // changedWorkerPersona writes the team manifest with one line added to
 // the workers' persona, pinned, and returns its path.
 func changedWorkerPersona(t *testing.T) string {

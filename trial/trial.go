@@ -558,9 +558,14 @@ func (r *run) provision() error {
 		relayMembers = append(relayMembers, relay.Member{Pubkey: ar.pk, ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind)})
 		specs = append(specs, llm.AgentSpec{ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind), Pubkey: ar.pk, Endpoint: ar.Endpoint, Budget: ar.Budget, Log: optional(ar.calls), Conversation: optional(ar.conversation)})
 	}
+	// Values the task took from the host are as secret as what troupe
+	// minted.
+	for _, v := range r.spec.Task.FromHost {
+		minted = append(minted, v)
+	}
 	m := team.Manifest
 	gspec := llm.TrialSpec{ID: r.id, Name: r.spec.Name, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD,
-		Lead: r.agents[0].ID}
+		Lead: r.agents[0].ID, Secrets: slices.Clone(minted)}
 	if rp := r.spec.Replay; rp != nil {
 		pubkeys := map[string]string{"user": r.userPK}
 		for _, ar := range r.agents {
@@ -576,11 +581,6 @@ func (r *run) provision() error {
 		token := r.gw.Token(ar.ID)
 		minted = append(minted, token, secret.New(strings.ToUpper(token.Reveal())))
 	}
-	// Values the task took from the host are as secret as what troupe
-	// minted.
-	for _, v := range r.spec.Task.FromHost {
-		minted = append(minted, v)
-	}
 	// Every secret is minted: from now on no file of the trial and no
 	// message of the channel may hold one.
 	r.armSinks(minted)
@@ -589,8 +589,10 @@ func (r *run) provision() error {
 		Members: relayMembers, UserPubkey: r.userPK, UserSecretKey: r.userSK, Orchestrator: r.agents[0].pk,
 		Transcript: r.transcript, Audit: r.audit, Secrets: r.secrets,
 		// The DONE: freezes the model calls before the orchestrator hears
-		// it was accepted: its calls after it are never the trial's.
-		OnDone: func() { r.gw.Freeze(string(DeclaredDone)) },
+		// it was accepted: no turn starts after it, and the turns in
+		// progress end (the lead's own, with the call after its DONE:), so
+		// what the trial used does not depend on the timing.
+		OnDone: func() { r.gw.FreezeAfterTurns(string(DeclaredDone)) },
 	})
 	if err != nil {
 		return fmt.Errorf("open the trial channel: %w", err)
@@ -1004,8 +1006,10 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	endPhase(&r.res.AgentSetup)
 	endPhase(&r.res.AgentExecution)
 	if r.gw != nil {
-		// The calls admitted before the end decision are settled before the
-		// sweep, so the usage is theirs, every time; later ones are refused.
+		// The calls admitted before the end decision (and after a DONE:,
+		// those that end the turns it found in progress) are settled before
+		// the sweep, so the usage is theirs, every time; later ones are
+		// refused.
 		r.gw.Freeze(string(reason))
 		if n := r.gw.Settle(cctx); n > 0 {
 			r.log.Warn("model calls still in flight after the settle grace: the gateway's close ends them", "calls", n)

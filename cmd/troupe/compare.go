@@ -13,9 +13,10 @@ import (
 )
 
 type compareOptions struct {
-	baseline string
-	format   string
-	out      string
+	baseline       string
+	format         string
+	out            string
+	includeReplays bool
 }
 
 func newCompareCmd(a *app) *cobra.Command {
@@ -41,7 +42,9 @@ sequential job of troupe run --until-decided, the anytime-valid interval of its 
 since fixed-sample intervals are wrong after optional stopping) and an exact McNemar
 p-value; with fewer than 10 pairs it says there are too few to tell. Which interval
 leads, and why, is printed. The counting policy is printed with the results. A result.json that
-cannot be read is named in the report, and the rest is compared (exit 0).
+cannot be read is named in the report, and the rest is compared (exit 0). A replay (troupe
+replay) is no trial of its roster: replays are left out, and the report says how many;
+--include-replays counts them, at what their live calls cost.
 
 Formats: table (default, for a terminal), markdown, json, html (one self-contained
 page with charts: pass rates with intervals, cost against pass rate with both
@@ -61,6 +64,7 @@ intervals and the Pareto front, tasks by conditions with a legend).`,
 	f.StringVar(&opts.baseline, "baseline", "", "the condition the others are compared with (default: the first by name)")
 	f.StringVar(&opts.format, "format", report.FormatTable, "table, markdown, json or html")
 	f.StringVarP(&opts.out, "out", "o", "", "write to this file instead of standard output")
+	f.BoolVar(&opts.includeReplays, "include-replays", false, "count replays (troupe replay) as trials of their rosters, at their live calls' cost")
 	return cmd
 }
 
@@ -76,9 +80,13 @@ func runCompare(stdout, stderr io.Writer, dirs []string, opts compareOptions) (e
 	if loadErr != nil {
 		fmt.Fprintf(stderr, "warning: %v\n", loadErr)
 	}
+	trials, replays := report.Replays(trials, opts.includeReplays)
 	c, err := report.Compare(trials, opts.baseline)
 	if err != nil {
 		return err
+	}
+	if replays != "" {
+		c.Warnings = append(c.Warnings, replays)
 	}
 	c.Skipped = report.Skipped(loadErr)
 	seq, seqErr := report.LoadSequential(dirs...)

@@ -264,6 +264,11 @@ func pilotInputs(stderr io.Writer, dirs []string, baseline string) ([]planInput,
 	if loadErr != nil {
 		fmt.Fprintf(stderr, "warning: %v\n", loadErr)
 	}
+	// A replay is no trial of its roster: its calls were the recording's.
+	trials, replays := report.Replays(trials, false)
+	if replays != "" {
+		fmt.Fprintf(stderr, "note: %s\n", replays)
+	}
 	c, err := report.Compare(trials, baseline)
 	if err != nil {
 		return nil, "", nil, 0, err

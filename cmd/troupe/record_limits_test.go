@@ -31,9 +31,10 @@ func tamperedTrial(t *testing.T, blockBytes, refs int) string {
 	if err := os.WriteFile(rec, gz.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "result.json"), []byte(`{"trial_name":"x","outcome":"passed","agents":[{"id":"lead-1","role":"lead"}]}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "result.json"), []byte(`{"trial_name":"x","troupe_trial_id":"x-1","outcome":"passed","agents":[{"id":"lead-1","role":"lead"}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	write(t, filepath.Join(dir, "relay", "members.json"), `[{"id":"user","pubkey":"`+strings.Repeat("1", 64)+`"},{"id":"lead-1","pubkey":"`+strings.Repeat("2", 64)+`"}]`)
 	return dir
 }
 

@@ -55,8 +55,10 @@ lines with -, the replay's with +). --on-divergence says what comes next:
 Uses: a changed harness, persona or stack checked against yesterday's trials for
 nothing (--manifest gives the changed roster); a flaky failure replayed until it shows.
 
-The replay is a job folder of its own (--out, default jobs/replay-<trial>-<time>),
-whose trial's result.json has a "replay" section. The report compares the outcome and
+The replay is a job folder of its own (--out, default replays/<trial>-<time>: apart
+from jobs/, so that troupe compare jobs/ never pools a replay with the trials it
+replays), whose trial's result.json has a "replay" section. troupe compare leaves
+replays out unless --include-replays. The report compares the outcome and
 the channel's messages with the recording's.
 
 Exit status: 0 when the replay reproduced its recording (no divergence, the same
@@ -85,7 +87,7 @@ it (unscored_infra), 1 when it could not run or was interrupted, 2 for a usage e
 	f.StringVar(&opts.policy, "on-divergence", string(llm.DivergeStop), "what an agent's calls get from its first call off the recording: stop (end the trial there), live (its endpoint answers), mock-error (an error answers)")
 	f.StringVar(&opts.manifestPath, "manifest", "", "the roster to replay with (default: the recorded trial's manifest, at the path it was run from)")
 	f.StringVar(&opts.taskPath, "task", "", "the task folder (default: the recorded trial's, at the path it was run from)")
-	f.StringVarP(&opts.out, "out", "o", "", "the replay's job folder (default jobs/replay-<trial>-<time>)")
+	f.StringVarP(&opts.out, "out", "o", "", "the replay's job folder (default replays/<trial>-<time>)")
 	f.BoolVar(&opts.json, "json", false, "print NDJSON events, then the replay's report as one JSON object, on standard output")
 	f.Float64Var(&opts.timeout, "timeout-multiplier", 1, "scale every phase's timeout")
 	artifactRootFlag(cmd)
@@ -129,7 +131,7 @@ func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, art
 	}
 	out := opts.out
 	if out == "" {
-		out = filepath.Join("jobs", "replay-"+rec.TrialName+"-"+time.Now().Format("20060102-150405"))
+		out = filepath.Join("replays", rec.TrialName+"-"+time.Now().Format("20060102-150405"))
 	}
 	// A job folder resumes what it holds: a replay would keep the last one.
 	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {

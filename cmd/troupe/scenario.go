@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/trial"
 )
 
 func newScenarioCmd(a *app) *cobra.Command {
@@ -34,7 +36,10 @@ run --record full, the default) and write, on standard output, a mock scenario
 (docs/mock-scenarios.md) whose script for each agent id answers its calls in order with
 what the recording answered: the text, the tool calls, the usage. Steps match only the role
 of the request's last message, so harmless prompt changes do not break them; a recorded
-failure becomes an error step.
+failure becomes an error step. The recorded trial's own values in the answers (its id, its
+members' pubkeys as hex or npub) are written as templates ({{.Trial}},
+{{(.Agent "worker-1").Pubkey}}, {{.User.Npub}}), so that a run of the scenario names its own
+trial and members, as troupe replay translates them.
 
 To run the team against it offline, configure the manifest's endpoint names as mock
 endpoints playing the file, in troupe's config:
@@ -94,7 +99,27 @@ func scenarioFromTrial(out, errOut io.Writer, dir string, lim llm.RecordLimits) 
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return llm.WriteScenario(out, "the recorded answers of trial "+filepath.Base(filepath.Clean(dir)), byAgent)
+	trialID, members, err := trial.ReadOwn(dir)
+	if err != nil {
+		return fmt.Errorf("the trial's own ids (its id and its members' pubkeys, which the scenario names rather than copies): %w", err)
+	}
+	return llm.WriteScenario(out, "the recorded answers of trial "+filepath.Base(filepath.Clean(dir)), byAgent, trial.Translate(trialID, members, ownTemplate))
+}
+
+// ownTemplate is how a scenario names a recorded trial's own value: a
+// template of the facts of the trial that plays it (docs/mock-scenarios.md).
+func ownTemplate(v trial.Own) string {
+	who := "(.Agent " + strconv.Quote(v.Member) + ")"
+	if v.Member == "user" {
+		who = ".User"
+	}
+	switch v.Kind {
+	case trial.OwnTrialID:
+		return "{{.Trial}}"
+	case trial.OwnNpub:
+		return "{{" + who + ".Npub}}"
+	}
+	return "{{" + who + ".Pubkey}}"
 }
 
 // readRecord reads an agent's conversation record a call at a time,

@@ -172,7 +172,9 @@ func (st *agentState) recordConversation(c *call) {
 	switch answer := scrub(c.answer.Bytes()); {
 	case len(answer) == 0:
 	case !c.stream && json.Valid(answer):
-		line.Answer = answer
+		// As the encoder will write it (compacted, HTML escaped), so that
+		// the digest is over the bytes the record holds.
+		line.Answer, _ = json.Marshal(json.RawMessage(answer))
 	default:
 		line.AnswerText = string(answer)
 	}
@@ -219,9 +221,9 @@ type Call struct {
 
 // digest is a call's digest over what the record holds of it: its number,
 // time, format, status, request as written (its blocks named by their own
-// digests), answer and error, each length-prefixed. Raw JSON is taken as
-// the encoder writes it (compacted, HTML escaped), so the writer's call
-// and the reader's give one digest.
+// digests), answer and error, each length-prefixed. Its raw JSON is hashed
+// as it is: the writer holds it as the encoder writes it (compacted, HTML
+// escaped), which is what the reader reads back, so both give one digest.
 func (c Call) digest() string {
 	h := sha256.New()
 	part := func(b []byte) {
@@ -230,24 +232,13 @@ func (c Call) digest() string {
 		h.Write(n[:])
 		h.Write(b)
 	}
-	raw := func(m json.RawMessage) {
-		if len(m) == 0 {
-			part(nil)
-			return
-		}
-		written, err := json.Marshal(m)
-		if err != nil {
-			written = m
-		}
-		part(written)
-	}
 	part(strconv.AppendInt(nil, c.N, 10))
 	part([]byte(c.Time.UTC().Format(time.RFC3339Nano)))
 	part([]byte(c.API))
 	part(strconv.AppendInt(nil, int64(c.Status), 10))
 	part(strconv.AppendBool(nil, c.Stream))
-	raw(c.Request)
-	raw(c.Answer)
+	part(c.Request)
+	part(c.Answer)
 	part([]byte(c.AnswerText))
 	part(strconv.AppendInt(nil, int64(c.AnswerOmitted), 10))
 	part([]byte(c.Error))

@@ -3,11 +3,13 @@ package llm
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tamperedRecord is a conversation record as an attacker would leave it in
@@ -126,5 +128,52 @@ func TestRecordReaderAdded(t *testing.T) {
 		if got != want || bytes.Count(c.Request, []byte(`"role"`)) != map[int]int{0: 2, 1: 1, 2: 1}[i] {
 			t.Errorf("call %d: repeats %d (want %d), request %.200s", i+1, got, want, c.Request)
 		}
+	}
+}
+
+// syntheticRecord writes the 200-call conversation as the gateway does,
+// with the first line and digests (verified) or without (as a record
+// written before version 2 is read: the baseline of BenchmarkReadRecord).
+func syntheticRecord(verified bool) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	if verified {
+		enc.Encode(recordFormat{Record: recordName, Version: recordVersion})
+	}
+	cv := &conversation{written: map[string]bool{}}
+	for i, req := range synthetic(200) {
+		request, blocks := cv.split(req)
+		for _, b := range blocks {
+			enc.Encode(b)
+		}
+		c := Call{N: int64(i + 1), Time: time.Date(2026, 12, 3, 10, 0, i, 0, time.UTC), API: OpenAI, Status: 200, Request: request,
+			Answer: json.RawMessage(`{"choices":[{"message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":10,"completion_tokens":2}}`)}
+		if verified {
+			c.Digest = c.digest()
+		}
+		enc.Encode(c)
+	}
+	return buf.Bytes()
+}
+
+// BenchmarkReadRecord: reading a 200-call record back a call at a time,
+// checking every block against its id and every call against its digest
+// (verified), against reading the same record unverified (baseline).
+func BenchmarkReadRecord(b *testing.B) {
+	for _, v := range []struct {
+		name     string
+		verified bool
+	}{{"baseline", false}, {"verified", true}} {
+		data := syntheticRecord(v.verified)
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				rr := NewRecordReader(bytes.NewReader(data), RecordLimits{})
+				rr.Added = true
+				if err := rr.Each(func(Call) {}); err != nil || rr.Verified() != v.verified {
+					b.Fatal(err, rr.Verified())
+				}
+			}
+		})
 	}
 }

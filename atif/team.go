@@ -2,19 +2,14 @@ package atif
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
-	"time"
+
+	"github.com/troupebench/troupe/trialdir"
 )
 
-// Member is one line of relay/members.json: who holds which key.
-type Member struct {
-	ID     string `json:"id"`
-	Role   string `json:"role"`
-	Kind   string `json:"kind"`
-	Pubkey string `json:"pubkey"`
-}
+// Member is one member of relay/members.json: who holds which key.
+type Member = trialdir.Member
 
 // maxTranscriptLine bounds one line of a transcript.
 const maxTranscriptLine = 16 << 20
@@ -40,21 +35,10 @@ func FromTranscript(r io.Reader, members []Member, version string) (Trajectory, 
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxTranscriptLine)
 	for sc.Scan() {
-		var rec struct {
-			Seq        int       `json:"seq"`
-			ReceivedAt time.Time `json:"received_at"`
-			Event      struct {
-				ID      string     `json:"id"`
-				Kind    int        `json:"kind"`
-				PubKey  string     `json:"pubkey"`
-				Tags    [][]string `json:"tags"`
-				Content string     `json:"content"`
-			} `json:"event"`
-		}
-		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.Event.Kind != 9 {
+		rec, ev, ok := trialdir.ParseMessage(sc.Bytes())
+		if !ok {
 			continue
 		}
-		ev := rec.Event
 		m, known := byKey[ev.PubKey]
 		source := SourceAgent
 		if m.Kind == "user" {
@@ -65,10 +49,8 @@ func FromTranscript(r io.Reader, members []Member, version string) (Trajectory, 
 			x["role"], x["kind"] = m.Role, m.Kind
 		}
 		var to []string
-		for _, tag := range ev.Tags {
-			if len(tag) >= 2 && tag[0] == "p" {
-				to = append(to, name(tag[1]))
-			}
+		for _, pk := range trialdir.Mentions(ev) {
+			to = append(to, name(pk))
 		}
 		if len(to) > 0 {
 			x["mentions"] = to

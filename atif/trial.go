@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // File is one trajectory to write: its file name and what it holds.
@@ -60,9 +61,9 @@ func TrialLimits(dir string, lim llm.RecordLimits) (Export, error) {
 	}
 	defer root.Close()
 	var res trial.Result
-	resErr := readJSON(root, "result.json", &res)
+	resErr := readJSON(root, trialdir.Result, &res)
 	var members []Member
-	memErr := readJSON(root, "relay/members.json", &members)
+	memErr := readJSON(root, trialdir.Members, &members)
 	for _, err := range []error{resErr, memErr} {
 		if errors.Is(err, errTooBig) {
 			return Export{}, err
@@ -122,14 +123,14 @@ func TrialLimits(dir string, lim llm.RecordLimits) (Export, error) {
 		x.Files = append(x.Files, File{Name: a.ID + ".json", Trajectory: t, Calls: b.calls})
 	}
 
-	tf, err := root.Open("relay/transcript.jsonl")
+	tf, err := root.Open(trialdir.Transcript)
 	var tr io.Reader = strings.NewReader("")
 	switch {
 	case err == nil:
 		defer tf.Close()
 		tr = io.LimitReader(tf, maxLogRead)
 	case errors.Is(err, fs.ErrNotExist):
-		x.Warnings = append(x.Warnings, "relay/transcript.jsonl: not found: the team trajectory has no messages")
+		x.Warnings = append(x.Warnings, trialdir.Transcript+": not found: the team trajectory has no messages")
 	default:
 		return x, err
 	}

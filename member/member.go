@@ -22,21 +22,21 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/troupebench/troupe/channel"
 )
 
-// Kinds and tags of the relay's channels.
+// Kinds and tags of the relay's channels (package channel owns them).
 const (
-	KindMessage = 9
-	KindMembers = 39002
+	KindMessage = channel.KindMessage
+	KindMembers = channel.KindMembers
 	// DonePrefix starts the orchestrator's message that ends a trial.
-	DonePrefix = "DONE:"
+	DonePrefix = channel.DonePrefix
 	// HistoryKept is how many channel messages a member remembers.
 	HistoryKept = 200
-	// TagForeignSender marks a message a member's bridge sent for a
-	// process that was not its own agent's (with agents sharing a uid, as
-	// root, another agent can use a member's MCP socket): its value says
-	// what the bridge knew of that process.
-	TagForeignSender = "troupe_foreign_sender"
+	// TagForeignSender marks a message a member's bridge sent for another
+	// process than its own agent's (channel.TagForeignSender).
+	TagForeignSender = channel.TagForeignSender
 )
 
 // Config is what a member needs to take its place in a channel.

@@ -6,16 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/troupebench/troupe/internal/secret"
 	"io"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/troupebench/troupe/internal/secret"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // Member is one agent of a channel.
@@ -103,13 +104,6 @@ type subscription struct {
 	quoted  string // id as a JSON string, for the writer
 	conn    *conn
 	filters map[*Channel][]nostr.Filter
-}
-
-// transcriptLine is one line of a channel's transcript.
-type transcriptLine struct {
-	Seq        int64           `json:"seq"`
-	ReceivedAt time.Time       `json:"received_at"`
-	Event      json.RawMessage `json:"event"`
 }
 
 // OpenChannel opens a trial channel: from now on its members may
@@ -240,7 +234,7 @@ func (ch *Channel) append(ev *nostr.Event) (duplicate bool, err error) {
 	raw := mustJSON(ev)
 	ch.seq++
 	if ch.cfg.Transcript != nil {
-		line, _ := json.Marshal(transcriptLine{Seq: ch.seq, ReceivedAt: ch.r.Now().UTC(), Event: raw})
+		line, _ := json.Marshal(trialdir.Line{Seq: ch.seq, ReceivedAt: ch.r.Now().UTC(), Event: raw})
 		if _, err := ch.cfg.Transcript.Write(append(line, '\n')); err != nil {
 			ch.seq--
 			ch.writeErr = fmt.Errorf("transcript of channel %s: %w", ch.cfg.ID, err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/troupebench/troupe/channel"
 )
 
 // The machine prefixes of refusals (NIP-01), which clients branch on.
@@ -19,12 +21,12 @@ const (
 	PrefixError        = "error:"
 )
 
-// The kinds this relay carries.
+// The kinds this relay carries (package channel owns them).
 const (
-	KindProfile         = 0
-	KindChannelMessage  = 9
-	KindChannelMetadata = 39000
-	KindChannelMembers  = 39002
+	KindProfile         = channel.KindProfile
+	KindChannelMessage  = channel.KindMessage
+	KindChannelMetadata = channel.KindMetadata
+	KindChannelMembers  = channel.KindMembers
 )
 
 // Limits beyond the content's: the tags are the rest of an event a channel
@@ -41,7 +43,7 @@ const (
 )
 
 // DonePrefix starts the message with which the orchestrator ends a trial.
-const DonePrefix = "DONE:"
+const DonePrefix = channel.DonePrefix
 
 // refusal is a reason to refuse a client message; its text starts with a
 // machine prefix.

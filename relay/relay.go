@@ -262,6 +262,10 @@ func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
 	}
 	r.nconns++
 	r.upgrading++
+	// A connection's age counts from its request, not from when its
+	// handler got past the upgrade: handlers run in any order, the
+	// requests came in this one.
+	opened := r.Now()
 	r.wg.Add(1) // the reader: this handler's goroutine, until readLoop ends
 	r.mu.Unlock()
 	defer func() {
@@ -285,7 +289,7 @@ func (r *Relay) serveWebsocket(w http.ResponseWriter, req *http.Request) {
 	c := newConn(r, ws, req.RemoteAddr)
 	r.mu.Lock()
 	r.upgrading--
-	r.unauth[c] = r.Now()
+	r.unauth[c] = opened
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // Trial is what a comparison needs of one trial's result.json. It is read
@@ -128,7 +129,7 @@ func Load(dirs ...string) ([]*Trial, error) {
 				return true
 			}
 			seen[abs] = true
-			t, err := readTrial(filepath.Join(p, "result.json"))
+			t, err := readTrial(filepath.Join(p, trialdir.Result))
 			if err != nil {
 				errs = append(errs, err)
 				return false
@@ -166,7 +167,7 @@ func redoneRuns(jobDir string) []*Trial {
 		if !e.IsDir() || strings.Contains(e.Name(), ".other-inputs.") {
 			continue
 		}
-		t, err := readTrial(filepath.Join(jobDir, ".superseded", e.Name(), "result.json"))
+		t, err := readTrial(filepath.Join(jobDir, ".superseded", e.Name(), trialdir.Result))
 		if err != nil || t == nil || t.Outcome.Scored() {
 			continue
 		}

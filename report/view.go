@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // Viewer is troupe view: a read-only web UI over the job folders under
@@ -121,7 +122,7 @@ func (v *Viewer) scan() found {
 		if _, err := os.Lstat(filepath.Join(dir, "lock.json")); err == nil {
 			f.jobs = append(f.jobs, dir)
 		}
-		t, err := readTrial(filepath.Join(dir, "result.json"))
+		t, err := readTrial(filepath.Join(dir, trialdir.Result))
 		if err != nil {
 			f.errs = append(f.errs, err)
 			return false

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupebench/troupe/channel"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // The trial page of troupe view: one trial's facts, its channel as a
@@ -70,10 +72,8 @@ type agentView struct {
 	Log, Stdout []logPart
 }
 
-// member is one line of relay/members.json, or an agent of result.json.
-type member struct {
-	ID, Role, Kind, Pubkey string
-}
+// member is one member of relay/members.json, or an agent of result.json.
+type member = trialdir.Member
 
 // fullResult is what the trial page reads beyond Trial.
 type fullResult struct {
@@ -103,18 +103,6 @@ func (r fullResult) cutFiles() []string {
 		out = append(out, fmt.Sprintf("%s (%d bytes dropped)", name, r.Truncated[name]))
 	}
 	return out
-}
-
-type transcriptLine struct {
-	Seq        int       `json:"seq"`
-	ReceivedAt time.Time `json:"received_at"`
-	Event      struct {
-		ID      string     `json:"id"`
-		Kind    int        `json:"kind"`
-		PubKey  string     `json:"pubkey"`
-		Tags    [][]string `json:"tags"`
-		Content string     `json:"content"`
-	} `json:"event"`
 }
 
 // safeID: an agent id that names a folder inside agents/, nothing else.
@@ -150,7 +138,7 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 
 	var full fullResult
 	if !live {
-		tf.readJSON("result.json", &full)
+		tf.readJSON(trialdir.Result, &full)
 	}
 	// trial.log is troupe's alone (each line starts with time=); the other
 	// text logs' markers count where the result says they were cut.
@@ -191,7 +179,7 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 // and the trial's user.
 func readRoster(tf files, full fullResult) []member {
 	var roster []member
-	tf.readJSON("relay/members.json", &roster)
+	tf.readJSON(trialdir.Members, &roster)
 	if len(full.Agents) > 0 {
 		roster = append(slices.DeleteFunc(roster, func(m member) bool { return m.Kind != "user" }), full.Agents...)
 	}
@@ -224,23 +212,20 @@ func speakers(roster []member) func(pubkey string) string {
 // with a notice where troupe dropped part of the transcript.
 func readTranscript(tf files, name func(string) string, full fullResult, live bool) ([]Message, string) {
 	var msgs []Message
-	note, _ := tf.lines("relay/transcript.jsonl", func(line []byte, cut *Cut) {
+	note, _ := tf.lines(trialdir.Transcript, func(line []byte, cut *Cut) {
 		if cut != nil {
 			msgs = append(msgs, Message{Cut: cut})
 			return
 		}
-		var rec transcriptLine
-		if json.Unmarshal(line, &rec) != nil || rec.Event.Kind != 9 {
+		rec, ev, ok := trialdir.ParseMessage(line)
+		if !ok {
 			return
 		}
-		ev := rec.Event
-		m := Message{Seq: rec.Seq, Time: rec.ReceivedAt.UTC().Format("15:04:05.000"), From: name(ev.PubKey), Content: ev.Content}
-		for _, tag := range ev.Tags {
-			if len(tag) >= 2 && tag[0] == "p" {
-				m.To = append(m.To, name(tag[1]))
-			}
+		m := Message{Seq: int(rec.Seq), Time: rec.ReceivedAt.UTC().Format("15:04:05.000"), From: name(ev.PubKey), Content: ev.Content}
+		for _, pk := range trialdir.Mentions(ev) {
+			m.To = append(m.To, name(pk))
 		}
-		if strings.HasPrefix(ev.Content, "DONE:") && !live {
+		if channel.IsDone(ev.Content) && !live {
 			m.Done = full.Done != nil && full.Done.EventID == ev.ID
 			m.Ignored = !m.Done
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -215,7 +216,7 @@ func RunJob(ctx context.Context, env *Env, spec JobSpec, progress Progress) (*Jo
 	var todo []planned
 	for _, p := range plan {
 		dir := filepath.Join(spec.Dir, p.name)
-		res, readErr := ReadResult(filepath.Join(dir, "result.json"))
+		res, readErr := ReadResult(filepath.Join(dir, trialdir.Result))
 		finished := readErr == nil && res.Finished()
 		// A result of other inputs (its lock.json removed by hand) is not
 		// kept: it would be counted as a result of these.
@@ -625,7 +626,7 @@ func finishedTrialNames(dir string) []string {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		if res, err := ReadResult(filepath.Join(dir, e.Name(), "result.json")); err == nil && res.Finished() {
+		if res, err := ReadResult(filepath.Join(dir, e.Name(), trialdir.Result)); err == nil && res.Finished() {
 			names = append(names, e.Name())
 		}
 	}

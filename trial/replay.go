@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -19,6 +19,7 @@ import (
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // Replay is a recorded trial to run again with the gateway answering each
@@ -58,7 +59,7 @@ const ReplayDiverged Reason = "replay_diverged"
 // LoadReplay reads a recorded trial folder: its result, its members and
 // every agent's conversation record.
 func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
-	res, err := ReadResult(filepath.Join(dir, "result.json"))
+	res, err := ReadResult(filepath.Join(dir, trialdir.Result))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s is not a finished trial's folder: it has no result.json (give a trial folder, jobs/<job>/<task>__<condition>__<attempt>)", dir)
 	}
@@ -180,7 +181,7 @@ func Translate(trialID string, members map[string]string, to func(Own) string) [
 // ReadOwn reads what Translate needs of a recorded trial folder: its id
 // (result.json's trial_id) and its members' pubkeys (relay/members.json).
 func ReadOwn(dir string) (trialID string, members map[string]string, err error) {
-	res, err := ReadResult(filepath.Join(dir, "result.json"))
+	res, err := ReadResult(filepath.Join(dir, trialdir.Result))
 	if err != nil {
 		return "", nil, err
 	}
@@ -240,7 +241,7 @@ func CompareTranscripts(recordedDir, replayDir string) (TranscriptDiff, error) {
 
 // readMessages reads a trial's channel messages with its own ids named.
 func readMessages(dir string) ([]Message, error) {
-	res, err := ReadResult(filepath.Join(dir, "result.json"))
+	res, err := ReadResult(filepath.Join(dir, trialdir.Result))
 	if err != nil {
 		return nil, err
 	}
@@ -255,45 +256,40 @@ func readMessages(dir string) ([]Message, error) {
 		names = append(names, members[id], "<pubkey of "+id+">")
 	}
 	name := strings.NewReplacer(names...)
-	data, err := os.ReadFile(filepath.Join(dir, "relay", "transcript.jsonl"))
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(trialdir.Transcript)))
 	if err != nil {
 		return nil, fmt.Errorf("trial %s: %w", dir, err)
 	}
 	var out []Message
 	for line := range bytes.Lines(data) {
-		var rec struct {
-			Event struct {
-				Kind    int        `json:"kind"`
-				Pubkey  string     `json:"pubkey"`
-				Tags    [][]string `json:"tags"`
-				Content string     `json:"content"`
-			} `json:"event"`
-		}
-		if json.Unmarshal(line, &rec) != nil || rec.Event.Kind != 9 {
+		_, ev, ok := trialdir.ParseMessage(line)
+		if !ok {
 			continue // a bound's marker, or not a message
 		}
-		m := Message{From: cmp.Or(who[rec.Event.Pubkey], rec.Event.Pubkey), Content: name.Replace(rec.Event.Content), Mentions: []string{}}
-		for _, tag := range rec.Event.Tags {
-			if len(tag) >= 2 && tag[0] == "p" {
-				m.Mentions = append(m.Mentions, cmp.Or(who[tag[1]], tag[1]))
-			}
+		m := Message{From: cmp.Or(who[ev.PubKey], ev.PubKey), Content: name.Replace(ev.Content), Mentions: []string{}}
+		for _, pk := range trialdir.Mentions(ev) {
+			m.Mentions = append(m.Mentions, cmp.Or(who[pk], pk))
 		}
 		out = append(out, m)
 	}
 	return out, nil
 }
 
+// maxMembersFile bounds members.json when it is read: troupe writes a few
+// hundred bytes per member.
+const maxMembersFile = 16 << 20
+
 // readMembers reads a trial's relay/members.json: each member's pubkey by
 // id, the trial user's as "user".
 func readMembers(dir string) (map[string]string, error) {
-	file := filepath.Join(dir, "relay", "members.json")
-	data, err := os.ReadFile(file)
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(trialdir.Members)))
 	if err != nil {
 		return nil, fmt.Errorf("trial %s: %w", dir, err)
 	}
-	var members []struct{ ID, Pubkey string }
-	if err := json.Unmarshal(data, &members); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	defer f.Close()
+	members, err := trialdir.ReadMembers(io.LimitReader(f, maxMembersFile))
+	if err != nil {
+		return nil, fmt.Errorf("trial %s: %w", dir, err)
 	}
 	out := map[string]string{}
 	for _, m := range members {

@@ -37,6 +37,7 @@ import (
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // Paths and ids inside a trial container.
@@ -299,7 +300,7 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, e
 	// scrubbed like their files.
 	data, err := json.MarshalIndent(r.res, "", "  ")
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(spec.Dir, "result.json"), append(r.secrets.Scrub(data), '\n'))
+		err = writeFileAtomic(filepath.Join(spec.Dir, trialdir.Result), append(r.secrets.Scrub(data), '\n'))
 	}
 	if err != nil {
 		logFile.Close()
@@ -530,25 +531,23 @@ func (r *run) provision() error {
 		return err
 	}
 	var err error
-	if r.transcript, err = r.openSink("relay/transcript.jsonl", bounds.Transcript); err != nil {
+	if r.transcript, err = r.openSink(trialdir.Transcript, bounds.Transcript); err != nil {
 		return err
 	}
-	if r.audit, err = r.openSink("relay/audit.jsonl", bounds.Audit); err != nil {
+	if r.audit, err = r.openSink(trialdir.Audit, bounds.Audit); err != nil {
 		return err
 	}
 	// Who holds which key, public from the start, so that troupe view can
 	// name the speakers of a trial that has no result.json yet.
-	type member struct {
-		ID     string `json:"id"`
-		Role   string `json:"role"`
-		Kind   string `json:"kind"`
-		Pubkey string `json:"pubkey"`
-	}
-	var roster []member
+	var roster []trialdir.Member
 	for _, m := range append([]personas.Member{user}, members...) {
-		roster = append(roster, member(m))
+		roster = append(roster, trialdir.Member(m))
 	}
-	if err := writeJSON(filepath.Join(r.spec.Dir, "relay", "members.json"), roster); err != nil {
+	var buf bytes.Buffer
+	if err := trialdir.WriteMembers(&buf, roster); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(r.spec.Dir, filepath.FromSlash(trialdir.Members)), buf.Bytes()); err != nil {
 		return err
 	}
 

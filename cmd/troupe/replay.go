@@ -17,6 +17,7 @@ import (
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // exitDiverged: the replay ran and differs from its recording.
@@ -200,11 +201,11 @@ type replayOutcome struct {
 
 // replayReport compares a replay's trial with its recording.
 func replayReport(recordedDir, trialDir string) (*replayOutcome, error) {
-	rec, err := trial.ReadResult(filepath.Join(recordedDir, "result.json"))
+	rec, err := trial.ReadResult(filepath.Join(recordedDir, trialdir.Result))
 	if err != nil {
 		return nil, err
 	}
-	res, err := trial.ReadResult(filepath.Join(trialDir, "result.json"))
+	res, err := trial.ReadResult(filepath.Join(trialDir, trialdir.Result))
 	if err != nil {
 		return nil, err
 	}

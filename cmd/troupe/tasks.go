@@ -16,6 +16,7 @@ import (
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 func newTasksCmd(a *app) *cobra.Command {
@@ -192,7 +193,7 @@ func printCheck(a *app, out string, res *trial.JobResult, asJSON bool) error {
 	for _, name := range slices.Sorted(maps.Keys(res.Trials)) {
 		dir := filepath.Join(out, name)
 		r := checkReport{Task: name, Trial: dir, Status: "broken", Outcome: res.Trials[name]}
-		tr, err := trial.ReadResult(filepath.Join(dir, "result.json"))
+		tr, err := trial.ReadResult(filepath.Join(dir, trialdir.Result))
 		if err != nil {
 			r.Why = "no result: " + err.Error()
 			reports = append(reports, r)

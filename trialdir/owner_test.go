@@ -1,0 +1,106 @@
+package trialdir
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestOneOwnerPerFormat walks every package of the module (its non-test
+// files) and fails where a format is declared a second time outside its
+// owner: a transcript line (a received_at field), a members.json line (a
+// struct of exactly id, role, kind and pubkey), a conversation record's
+// block references ($blocks, $prefix, outside llm), a trial file's name
+// spelled as a literal, the message kind 9 compared by number, or the
+// DONE: prefix spelled outside package channel. A second copy is where a
+// writer and a reader come to differ.
+func TestOneOwnerPerFormat(t *testing.T) {
+	owners := map[string]string{ // what → the folder that owns it
+		"transcript line": "trialdir", "members line": "trialdir", "trial file name": "trialdir",
+		"record block reference": "llm", "message kind": "channel", "DONE: prefix": "channel",
+	}
+	names := []string{Members, Transcript, Audit, "members.json", "transcript.jsonl", "audit.jsonl"}
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if base := d.Name(); path != ".." && (strings.HasPrefix(base, ".") || base == "testdata" || base == "artifacts") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		dir := filepath.ToSlash(filepath.Dir(strings.TrimPrefix(path, "../")))
+		found := func(n ast.Node, what, detail string) {
+			if dir != owners[what] {
+				t.Errorf("%s: a %s (%s) outside package %s, which owns it", fset.Position(n.Pos()), what, detail, owners[what])
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.StructType:
+				var tags []string
+				for _, field := range n.Fields.List {
+					if field.Tag == nil {
+						continue
+					}
+					tag, _ := strconv.Unquote(field.Tag.Value)
+					name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
+					tags = append(tags, name)
+					switch name {
+					case "received_at":
+						found(field, "transcript line", "a received_at field")
+					case "$blocks", "$prefix", "$block":
+						found(field, "record block reference", name)
+					}
+				}
+				slices.Sort(tags)
+				if slices.Equal(tags, []string{"id", "kind", "pubkey", "role"}) {
+					found(n, "members line", "id, role, kind, pubkey")
+				}
+			case *ast.BasicLit:
+				if n.Kind != token.STRING {
+					return true
+				}
+				s, _ := strconv.Unquote(n.Value)
+				if slices.Contains(names, s) {
+					found(n, "trial file name", s)
+				}
+				if s == "DONE:" {
+					found(n, "DONE: prefix", s)
+				}
+			case *ast.BinaryExpr:
+				sel, ok := n.X.(*ast.SelectorExpr)
+				lit, isLit := n.Y.(*ast.BasicLit)
+				if ok && isLit && sel.Sel.Name == "Kind" && lit.Kind == token.INT && (n.Op == token.EQL || n.Op == token.NEQ) {
+					found(n, "message kind", "Kind compared with "+lit.Value)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 150 {
+		t.Fatalf("walked %d files: the walk misses the module", files)
+	}
+}

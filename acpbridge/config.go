@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/member"
-	"github.com/troupebench/troupe/stack"
 )
 
 // EnvPermission sets how the bridge answers session/request_permission: a
@@ -50,7 +50,7 @@ type Config struct {
 // ConfigFromEnv reads the stack contract's part the bridge uses, and the
 // permission policy. Every problem is reported, each naming its variable.
 func ConfigFromEnv(getenv func(string) string, command []string) (Config, error) {
-	g, err := stack.Read(getenv, false)
+	g, err := contract.Read(getenv, false)
 	errs := []error{err}
 	c := Config{
 		Member: member.Config{RelayURL: g.RelayURL, Channel: g.Channel, SecretKey: g.SecretKey, PublicKey: g.PublicKey, AgentID: g.AgentID},
@@ -80,7 +80,7 @@ func ConfigFromEnv(getenv func(string) string, command []string) (Config, error)
 func childEnv(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, stack.EnvPrivateKeyFile+"=") {
+		if strings.HasPrefix(kv, contract.EnvPrivateKeyFile+"=") {
 			continue
 		}
 		out = append(out, kv)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/member"
-	"github.com/troupebench/troupe/stack"
 )
 
 func texts(blocks []acp.ContentBlock) []string {
@@ -158,9 +158,9 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	sk := nostr.GeneratePrivateKey()
 	env := map[string]string{
-		stack.EnvRelayURL: "ws://127.0.0.1:3600", stack.EnvChannel: "trial-1", stack.EnvPrivateKeyFile: write("key", sk+"\n"),
-		stack.EnvSystemPromptFile: write("prompt.md", "You work.\n"), stack.EnvDeadline: "2026-11-30T12:00:00Z", stack.EnvWorkdir: dir,
-		stack.EnvAgentID: "worker-1", "HOME": dir,
+		contract.EnvRelayURL: "ws://127.0.0.1:3600", contract.EnvChannel: "trial-1", contract.EnvPrivateKeyFile: write("key", sk+"\n"),
+		contract.EnvSystemPromptFile: write("prompt.md", "You work.\n"), contract.EnvDeadline: "2026-11-30T12:00:00Z", contract.EnvWorkdir: dir,
+		contract.EnvAgentID: "worker-1", "HOME": dir,
 	}
 	getenv := func(k string) string { return env[k] }
 	c, err := ConfigFromEnv(getenv, []string{"goose", "acp"})
@@ -175,7 +175,7 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Errorf("deny: %v %v", c.Permission, err)
 	}
 	env[EnvPermission] = "ask"
-	env[stack.EnvChannel] = ""
+	env[contract.EnvChannel] = ""
 	_, err = ConfigFromEnv(getenv, nil)
 	for _, want := range []string{"TROUPE_CHANNEL is not set", `TROUPE_ACP_PERMISSION="ask" is neither allow nor deny`, "troupe acp -- COMMAND"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -185,7 +185,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil && strings.Contains(err.Error(), sk) {
 		t.Error("the error shows the key")
 	}
-	got := childEnv([]string{"A=1", stack.EnvPrivateKeyFile + "=/run/key", "B=2"})
+	got := childEnv([]string{"A=1", contract.EnvPrivateKeyFile + "=/run/key", "B=2"})
 	if !slices.Equal(got, []string{"A=1", "B=2"}) {
 		t.Errorf("child env %q", got)
 	}

@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/troupebench/troupe/stack"
+	"github.com/troupebench/troupe/contract"
 )
 
 // Config is the agent's whole input.
@@ -44,13 +44,13 @@ type Config struct {
 	AgentID    string
 	// Generation is the manifest's generation settings (TROUPE_THINKING_EFFORT
 	// and the rest), applied to every model call.
-	Generation stack.Generation
+	Generation contract.Generation
 }
 
-// ConfigFromEnv reads the stack contract (stack.Read). Every problem is
+// ConfigFromEnv reads the stack contract (contract.Read). Every problem is
 // reported, each naming its variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	g, err := stack.Read(getenv, true)
+	g, err := contract.Read(getenv, true)
 	if err != nil {
 		return Config{}, fmt.Errorf("agent: the stack contract is not met (docs/stacks.md):\n%w", err)
 	}
@@ -58,7 +58,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		LLMBaseURL: g.LLMBaseURL, Model: g.Model, System: g.System, MaxRounds: g.MaxRounds, Deadline: g.Deadline,
 		Workdir: g.Workdir, AgentID: g.AgentID, Generation: g.Generation}
 	if c.MaxRounds == 0 {
-		c.MaxRounds = stack.DefaultMaxRounds
+		c.MaxRounds = contract.DefaultMaxRounds
 	}
 	return c, nil
 }

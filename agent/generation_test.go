@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troupebench/troupe/stack"
+	"github.com/troupebench/troupe/contract"
 )
 
 // TestGenerationOnTheWire: the manifest's effort and output limit go with
@@ -14,12 +14,12 @@ import (
 func TestGenerationOnTheWire(t *testing.T) {
 	msgs := []message{{Role: "user", Content: text("hi")}}
 	for _, c := range []struct {
-		gen  stack.Generation
+		gen  contract.Generation
 		want string
 	}{
-		{stack.Generation{}, `{"messages":[{"content":"hi","role":"user"}],"model":"m"}`},
-		{stack.Generation{ThinkingEffort: "high", MaxOutputTokens: 900}, `{"max_completion_tokens":900,"messages":[{"content":"hi","role":"user"}],"model":"m","reasoning_effort":"high"}`},
-		{stack.Generation{Extra: map[string]any{"temperature": 0.2, "model": "other", "verbosity": "low"}}, `{"messages":[{"content":"hi","role":"user"}],"model":"m","temperature":0.2,"verbosity":"low"}`},
+		{contract.Generation{}, `{"messages":[{"content":"hi","role":"user"}],"model":"m"}`},
+		{contract.Generation{ThinkingEffort: "high", MaxOutputTokens: 900}, `{"max_completion_tokens":900,"messages":[{"content":"hi","role":"user"}],"model":"m","reasoning_effort":"high"}`},
+		{contract.Generation{Extra: map[string]any{"temperature": 0.2, "model": "other", "verbosity": "low"}}, `{"messages":[{"content":"hi","role":"user"}],"model":"m","temperature":0.2,"verbosity":"low"}`},
 	} {
 		c2 := &llmClient{model: "m", gen: c.gen}
 		body, err := c2.request(msgs, nil)
@@ -50,14 +50,14 @@ func TestCompaction(t *testing.T) {
 		return n
 	}
 	for _, c := range []struct {
-		gen       stack.Generation
+		gen       contract.Generation
 		compacted bool
 	}{
-		{stack.Generation{}, false},
-		{stack.Generation{CompactAtTokens: 10_000}, false},                         // 16 kB is 4,000 tokens
-		{stack.Generation{CompactAtTokens: 3_000}, true},                           // 12 kB
-		{stack.Generation{ContextWindowTokens: 4_000, CompactAtPercent: 50}, true}, // 2,000 tokens: 8 kB
-		{stack.Generation{ContextWindowTokens: 4_000}, false},                      // no percentage: no threshold
+		{contract.Generation{}, false},
+		{contract.Generation{CompactAtTokens: 10_000}, false},                         // 16 kB is 4,000 tokens
+		{contract.Generation{CompactAtTokens: 3_000}, true},                           // 12 kB
+		{contract.Generation{ContextWindowTokens: 4_000, CompactAtPercent: 50}, true}, // 2,000 tokens: 8 kB
+		{contract.Generation{ContextWindowTokens: 4_000}, false},                      // no percentage: no threshold
 	} {
 		msgs := conv()
 		did := compact(msgs, c.gen)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupebench/troupe/stack"
+	"github.com/troupebench/troupe/contract"
 )
 
 // The chat completions wire format, as much of it as the agent uses.
@@ -77,7 +77,7 @@ type llmClient struct {
 	base, token, model string
 	// gen is the manifest's generation settings: sent with each call, and
 	// the threshold at which the conversation is compacted.
-	gen  stack.Generation
+	gen  contract.Generation
 	http *http.Client
 	// sleep waits between retries; tests may shorten it.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -148,7 +148,7 @@ func (c *llmClient) request(msgs []message, tools []toolSpec) ([]byte, error) {
 // compactAt is the conversation's size, in estimated tokens, past which it
 // is compacted: compact_at_tokens, else compact_at_percent of the context
 // window; 0 when neither is set.
-func compactAt(g stack.Generation) int64 {
+func compactAt(g contract.Generation) int64 {
 	if g.CompactAtTokens > 0 {
 		return g.CompactAtTokens
 	}
@@ -161,7 +161,7 @@ func compactAt(g stack.Generation) int64 {
 // compact shortens the oldest tool results when the conversation (about
 // four bytes a token) has grown past the threshold, so that it fits under
 // it again; it reports whether it did.
-func compact(msgs []message, g stack.Generation) bool {
+func compact(msgs []message, g contract.Generation) bool {
 	limit := compactAt(g) * 4
 	if limit <= 0 {
 		return false

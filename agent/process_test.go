@@ -21,11 +21,11 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/relay"
-	"github.com/troupebench/troupe/stack"
 )
 
 // The tests run the agent as a real process: the test binary started again
@@ -266,17 +266,17 @@ func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harne
 			token = h.trial.Token(m.id).Reveal()
 		}
 		env := map[string]string{
-			stack.EnvRelayURL:         relayURL,
-			stack.EnvPrivateKeyFile:   h.file(secrets, "key", keys[m.id], 0o600),
-			stack.EnvLLMTokenFile:     h.file(secrets, "token", token, 0o600),
-			stack.EnvChannel:          channel,
-			stack.EnvLLMBaseURL:       baseURL,
-			stack.EnvModel:            cmp.Or(opts.model, m.id),
-			stack.EnvSystemPromptFile: h.file(secrets, "prompt.md", opts.system, 0o644),
-			stack.EnvMaxRounds:        "8",
-			stack.EnvDeadline:         deadline.Format(time.RFC3339Nano),
-			stack.EnvWorkdir:          h.workdir,
-			stack.EnvAgentID:          m.id,
+			contract.EnvRelayURL:         relayURL,
+			contract.EnvPrivateKeyFile:   h.file(secrets, "key", keys[m.id], 0o600),
+			contract.EnvLLMTokenFile:     h.file(secrets, "token", token, 0o600),
+			contract.EnvChannel:          channel,
+			contract.EnvLLMBaseURL:       baseURL,
+			contract.EnvModel:            cmp.Or(opts.model, m.id),
+			contract.EnvSystemPromptFile: h.file(secrets, "prompt.md", opts.system, 0o644),
+			contract.EnvMaxRounds:        "8",
+			contract.EnvDeadline:         deadline.Format(time.RFC3339Nano),
+			contract.EnvWorkdir:          h.workdir,
+			contract.EnvAgentID:          m.id,
 		}
 		h.spawn(m.id, keys[m.id], env)
 	}

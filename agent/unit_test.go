@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
-	"github.com/troupebench/troupe/stack"
+	"github.com/troupebench/troupe/contract"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -24,15 +24,15 @@ func TestConfigFromEnv(t *testing.T) {
 	sk := nostr.GeneratePrivateKey()
 	pk, _ := nostr.GetPublicKey(sk)
 	good := map[string]string{
-		stack.EnvRelayURL:         "ws://127.0.0.1:3600",
-		stack.EnvPrivateKeyFile:   write("key", sk+"\n"),
-		stack.EnvLLMTokenFile:     write("token", "tok-123\n"),
-		stack.EnvChannel:          "trial-1",
-		stack.EnvLLMBaseURL:       "http://127.0.0.1:3601/v1/",
-		stack.EnvModel:            "lead-1",
-		stack.EnvSystemPromptFile: write("prompt.md", "You lead.\n"),
-		stack.EnvDeadline:         "2026-11-30T12:00:00Z",
-		stack.EnvWorkdir:          dir,
+		contract.EnvRelayURL:         "ws://127.0.0.1:3600",
+		contract.EnvPrivateKeyFile:   write("key", sk+"\n"),
+		contract.EnvLLMTokenFile:     write("token", "tok-123\n"),
+		contract.EnvChannel:          "trial-1",
+		contract.EnvLLMBaseURL:       "http://127.0.0.1:3601/v1/",
+		contract.EnvModel:            "lead-1",
+		contract.EnvSystemPromptFile: write("prompt.md", "You lead.\n"),
+		contract.EnvDeadline:         "2026-11-30T12:00:00Z",
+		contract.EnvWorkdir:          dir,
 	}
 	with := func(changes map[string]string) func(string) string {
 		env := map[string]string{}
@@ -49,7 +49,7 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.PublicKey != pk || c.SecretKey != sk || c.LLMToken != "tok-123" || c.LLMBaseURL != "http://127.0.0.1:3601/v1" ||
-		c.System != "You lead.\n" || c.MaxRounds != stack.DefaultMaxRounds || !c.Deadline.Equal(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) {
+		c.System != "You lead.\n" || c.MaxRounds != contract.DefaultMaxRounds || !c.Deadline.Equal(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) {
 		t.Errorf("config %+v", c)
 	}
 
@@ -58,14 +58,14 @@ func TestConfigFromEnv(t *testing.T) {
 		changes map[string]string
 		want    []string
 	}{
-		{"nothing set", map[string]string{stack.EnvRelayURL: "", stack.EnvPrivateKeyFile: "", stack.EnvLLMTokenFile: "", stack.EnvChannel: "", stack.EnvLLMBaseURL: "", stack.EnvModel: "", stack.EnvSystemPromptFile: "", stack.EnvDeadline: "", stack.EnvWorkdir: ""},
+		{"nothing set", map[string]string{contract.EnvRelayURL: "", contract.EnvPrivateKeyFile: "", contract.EnvLLMTokenFile: "", contract.EnvChannel: "", contract.EnvLLMBaseURL: "", contract.EnvModel: "", contract.EnvSystemPromptFile: "", contract.EnvDeadline: "", contract.EnvWorkdir: ""},
 			[]string{"TROUPE_RELAY_URL is not set", "TROUPE_PRIVATE_KEY_FILE is not set", "TROUPE_LLM_TOKEN_FILE is not set", "TROUPE_CHANNEL is not set",
 				"TROUPE_LLM_BASE_URL is not set", "TROUPE_MODEL is not set", "TROUPE_SYSTEM_PROMPT_FILE is not set", "TROUPE_DEADLINE is not set", "TROUPE_WORKDIR is not set", "docs/stacks.md"}},
-		{"bad key", map[string]string{stack.EnvPrivateKeyFile: write("badkey", "not hex")}, []string{"TROUPE_PRIVATE_KEY_FILE: the file does not hold a hex secret key"}},
-		{"missing token file", map[string]string{stack.EnvLLMTokenFile: filepath.Join(dir, "absent")}, []string{"TROUPE_LLM_TOKEN_FILE: open", "no such file"}},
-		{"bad deadline", map[string]string{stack.EnvDeadline: "tomorrow"}, []string{`TROUPE_DEADLINE="tomorrow" is not an RFC 3339 time`}},
-		{"bad rounds", map[string]string{stack.EnvMaxRounds: "-3"}, []string{`TROUPE_MAX_ROUNDS="-3" is not a whole number`}},
-		{"workdir is a file", map[string]string{stack.EnvWorkdir: good[stack.EnvLLMTokenFile]}, []string{"TROUPE_WORKDIR=", "is not a folder"}},
+		{"bad key", map[string]string{contract.EnvPrivateKeyFile: write("badkey", "not hex")}, []string{"TROUPE_PRIVATE_KEY_FILE: the file does not hold a hex secret key"}},
+		{"missing token file", map[string]string{contract.EnvLLMTokenFile: filepath.Join(dir, "absent")}, []string{"TROUPE_LLM_TOKEN_FILE: open", "no such file"}},
+		{"bad deadline", map[string]string{contract.EnvDeadline: "tomorrow"}, []string{`TROUPE_DEADLINE="tomorrow" is not an RFC 3339 time`}},
+		{"bad rounds", map[string]string{contract.EnvMaxRounds: "-3"}, []string{`TROUPE_MAX_ROUNDS="-3" is not a whole number`}},
+		{"workdir is a file", map[string]string{contract.EnvWorkdir: good[contract.EnvLLMTokenFile]}, []string{"TROUPE_WORKDIR=", "is not a folder"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ConfigFromEnv(with(tc.changes))

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/runtime"
 )
 
@@ -159,7 +160,7 @@ func (st *Stack) Check() error {
 		switch {
 		case !envName(name):
 			errs = append(errs, fmt.Errorf("env: %q is not a variable name", name))
-		case contractEnv(name):
+		case contract.Reserved(name):
 			errs = append(errs, fmt.Errorf("env: %s is the contract's own (HOME and the TROUPE_* variables troupe sets): troupe sets it, a stack cannot; map the value to a variable of the agent's own instead", name))
 		}
 		if !known[value] {
@@ -170,7 +171,7 @@ func (st *Stack) Check() error {
 		switch {
 		case !envName(name):
 			errs = append(errs, fmt.Errorf("fixed_env: %q is not a variable name", name))
-		case contractEnv(name):
+		case contract.Reserved(name):
 			errs = append(errs, fmt.Errorf("fixed_env: %s is the contract's own (HOME and the TROUPE_* variables troupe sets: identity, home, the pinned persona's file, the model, the round limit, the generation settings): troupe sets it, a stack cannot", name))
 		case st.Env[name] != "":
 			errs = append(errs, fmt.Errorf("fixed_env: %s is also mapped from the agent's %s in env: one variable has one source", name, st.Env[name]))
@@ -345,19 +346,19 @@ func read(f File) (string, []runtime.File, error) {
 // stack: the contract's TROUPE_* variables and HOME, the stack's mapped
 // values (key and token are the secrets' content, for agents that read
 // them from a variable), then its fixed variables.
-func (st *Stack) Launch(v Values, key, token string) ([]string, []string) {
+func (st *Stack) Launch(v contract.Values, key, token string) ([]string, []string) {
 	env := v.Env()
-	vals := v.values(key, token)
+	vals := values(v, key, token)
 	// Check refuses a stack that names a contract variable; Launch never
 	// lets one through either, so what the agent reads as its persona,
 	// identity and home is troupe's whatever the stack says.
 	for name, value := range st.Env {
-		if !contractEnv(name) {
+		if !contract.Reserved(name) {
 			env[name] = vals[value]
 		}
 	}
 	for name, value := range st.FixedEnv {
-		if !contractEnv(name) && st.Env[name] == "" {
+		if !contract.Reserved(name) && st.Env[name] == "" {
 			env[name] = value
 		}
 	}

@@ -3,7 +3,6 @@ package stack
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/internal/yaml11"
 )
 
@@ -42,7 +42,7 @@ func TestLaunch(t *testing.T) {
 	st := &Stack{Name: "s", Command: []string{"/opt/s/run"},
 		Env:      map[string]string{"OPENAI_API_KEY": ValueToken, "OPENAI_BASE_URL": ValueLLMBaseURL, "ANTHROPIC_BASE_URL": ValueLLMURL, "NOSTR_KEY": ValueKey},
 		FixedEnv: map[string]string{"GOOSE_PROVIDER": "openai"}}
-	v := Values{AgentID: "worker-1", RelayURL: "ws://127.0.0.1:3600", Channel: "c1", LLMBaseURL: "http://127.0.0.1:3601/v1", Model: "m", Workdir: "/app", Deadline: time.Unix(0, 0)}
+	v := contract.Values{AgentID: "worker-1", RelayURL: "ws://127.0.0.1:3600", Channel: "c1", LLMBaseURL: "http://127.0.0.1:3601/v1", Model: "m", Workdir: "/app", Deadline: time.Unix(0, 0)}
 	cmd, env := st.Launch(v, "k3y", "t0ken")
 	want := []string{
 		"ANTHROPIC_BASE_URL=http://127.0.0.1:3601", "GOOSE_PROVIDER=openai", "HOME=/run/troupe/home/worker-1", "NOSTR_KEY=k3y",
@@ -238,21 +238,4 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
-}
-
-func TestGenerationFromEnv(t *testing.T) {
-	base := map[string]string{}
-	for k, v := range map[string]string{EnvThinkingEffort: "xhigh", EnvMaxOutputTokens: "5000", EnvCompactAtPercent: "80",
-		EnvContextWindowTokens: "200000", EnvGenerationExtra: `{"top_p":0.9}`} {
-		base[k] = v
-	}
-	cfg, errs := readGeneration(func(k string) string { return base[k] })
-	if len(errs) != 0 || fmt.Sprintf("%+v", cfg) != "{ThinkingEffort:xhigh MaxOutputTokens:5000 ContextWindowTokens:200000 CompactAtPercent:80 CompactAtTokens:0 Extra:map[top_p:0.9]}" {
-		t.Errorf("%+v %v", cfg, errs)
-	}
-	bad := map[string]string{EnvMaxOutputTokens: "-1", EnvGenerationExtra: "[1]"}
-	_, errs = readGeneration(func(k string) string { return bad[k] })
-	if len(errs) != 2 || !strings.Contains(errs[0].Error()+errs[1].Error(), "TROUPE_MAX_OUTPUT_TOKENS=\"-1\" is not a whole number above 0") {
-		t.Errorf("%v", errs)
-	}
 }

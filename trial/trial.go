@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/egress"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/secret"
@@ -720,8 +721,8 @@ func (r *run) containerFiles() []runtime.File {
 	}
 	files := []runtime.File{
 		{Path: "/run/troupe", Mode: fs.ModeDir | 0o755},
-		{Path: stack.SecretsDir, Mode: fs.ModeDir | 0o755},
-		{Path: stack.HomesDir, Mode: fs.ModeDir | 0o755},
+		{Path: contract.SecretsDir, Mode: fs.ModeDir | 0o755},
+		{Path: contract.HomesDir, Mode: fs.ModeDir | 0o755},
 		{Path: "/logs", Mode: fs.ModeDir | 0o755},
 		{Path: verifierLogs, Mode: fs.ModeDir | 0o755},
 		{Path: artifactsDir, Mode: fs.ModeDir | fs.ModeSetgid | 0o775, GID: gid},
@@ -730,13 +731,13 @@ func (r *run) containerFiles() []runtime.File {
 		return files // no keys, tokens or prompts
 	}
 	for _, ar := range r.agents {
-		dir := stack.Dir(ar.ID)
+		dir := contract.Dir(ar.ID)
 		files = append(files,
 			runtime.File{Path: dir, Mode: fs.ModeDir | 0o500, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: path.Join(dir, stack.KeyFile), Data: []byte(ar.sk.Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: path.Join(dir, stack.TokenFile), Data: []byte(r.gw.Token(ar.ID).Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: path.Join(dir, stack.PromptFile), Data: ar.prompt, Mode: 0o400, UID: ar.uid, GID: ar.uid},
-			runtime.File{Path: stack.Home(ar.ID), Mode: fs.ModeDir | 0o700, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, contract.KeyFile), Data: []byte(ar.sk.Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, contract.TokenFile), Data: []byte(r.gw.Token(ar.ID).Reveal() + "\n"), Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: path.Join(dir, contract.PromptFile), Data: ar.prompt, Mode: 0o400, UID: ar.uid, GID: ar.uid},
+			runtime.File{Path: contract.Home(ar.ID), Mode: fs.ModeDir | 0o700, UID: ar.uid, GID: ar.uid},
 		)
 	}
 	return files
@@ -752,8 +753,8 @@ func maxRounds(b manifest.Budget) int {
 }
 
 // generation is the contract's form of a class's generation settings.
-func generation(g manifest.Generation) stack.Generation {
-	out := stack.Generation{ThinkingEffort: g.ThinkingEffort, Extra: g.Extra}
+func generation(g manifest.Generation) contract.Generation {
+	out := contract.Generation{ThinkingEffort: g.ThinkingEffort, Extra: g.Extra}
 	for _, f := range []struct {
 		from *int64
 		into *int64
@@ -844,7 +845,7 @@ func (r *run) launch(ctx context.Context) error {
 	r.deadline = time.Now().Add(r.agentTimeout())
 	r.exits = make(chan int, len(r.agents))
 	for i, ar := range r.agents {
-		cmd, env := ar.stack.Launch(stack.Values{
+		cmd, env := ar.stack.Launch(contract.Values{
 			AgentID: ar.ID, RelayURL: relay.ContainerURL, Channel: r.id, LLMBaseURL: llm.ContainerURL + "/v1",
 			Model: ar.Endpoint, Workdir: r.workdir, Deadline: r.deadline,
 			MaxRounds: maxRounds(ar.Budget), Generation: generation(ar.Generation),

@@ -32,8 +32,8 @@ func TestLines(t *testing.T) {
 	}
 	meta, _ := json.Marshal(Line{Seq: 1, Event: json.RawMessage(`{"kind":39000,"content":"about"}`)})
 	for _, tc := range []struct {
-		name string
-		line []byte
+		name       string
+		line       []byte
 		line2, msg bool
 	}{
 		{"a message", line, true, true},

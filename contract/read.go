@@ -1,4 +1,4 @@
-package stack
+package contract
 
 import (
 	"encoding/json"

@@ -1,0 +1,94 @@
+package trial
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/troupebench/troupe/llm"
+)
+
+// Steps 6 and 7 (docs/run.md): the task posted, and the watch for the trial's end.
+
+// watch posts the task and waits for the first thing that ends the
+// agents' work.
+func (r *run) watch(ctx context.Context) Reason {
+	orch := r.agents[0]
+	if _, err := r.ch.Post(ctx, r.spec.Task.Instruction, orch.pk); err != nil {
+		if ctx.Err() != nil {
+			return Cancelled
+		}
+		r.fail(ErrRelay, fmt.Errorf("post the task: %w", err))
+		return InfraError
+	}
+	r.log.Info("task posted", "to", orch.ID)
+	timer := time.NewTimer(time.Until(r.deadline))
+	defer timer.Stop()
+	exhausted := r.gw.Exhausted()
+	diverged := r.gw.Diverged() // nil, which never receives, unless a replay
+	for {
+		select {
+		case d := <-diverged:
+			r.log.Info("replay diverged", "agent", d.Agent, "call", d.Call, "why", d.Why)
+			if r.spec.Replay.OnDivergence == llm.DivergeStop {
+				r.fail(ErrReplayDiverged, fmt.Errorf("call %d of agent %s left its recording (%s), and --on-divergence stop ends the replay there", d.Call, d.Agent, d.Why))
+				return ReplayDiverged
+			}
+		case <-r.ch.Done():
+			r.log.Info("declared done", "content", r.ch.DoneEvent().Content)
+			return r.endDecision(DeclaredDone)
+		case <-timer.C:
+			r.log.Info("deadline")
+			return r.endDecision(Deadline)
+		case ex := <-exhausted:
+			r.log.Info("budget exhausted", "agent", ex.Agent, "budget", ex.Budget, "spent", ex.Spent, "limit", ex.Limit)
+			// A worker out of budget idles (the result records it); the
+			// orchestrator may still finish. The orchestrator's budget, or
+			// the trial's, froze the trial when it was spent, and ends it.
+			if ex.Agent == "" || ex.Agent == orch.ID {
+				return r.endDecision(BudgetExhausted)
+			}
+		case i := <-r.exits:
+			r.exited(i)
+			if r.allExited() {
+				// Agents stop a little before their deadline (the reference
+				// agent 2s): exiting then is the deadline's doing.
+				if time.Until(r.deadline) < deadlineSlack {
+					return r.endDecision(Deadline)
+				}
+				return r.endDecision(AgentsExited)
+			}
+		case <-r.tun.Done():
+			r.fail(ErrTunnel, fmt.Errorf("the tunnel ended during the trial: %s", r.tun.Stderr()))
+			return InfraError
+		case <-ctx.Done():
+			return Cancelled
+		}
+	}
+}
+
+// endDecision freezes the trial's model calls for reason and returns the
+// reason of the first freeze: the orchestrator's or the trial's budget
+// spent (which froze the calls the moment it was), or the orchestrator's
+// DONE: (which froze them before it was acknowledged), whichever came
+// first; else reason. So the completion reason and the usage never depend
+// on how soon this loop reads what happened.
+func (r *run) endDecision(reason Reason) Reason {
+	first := r.gw.Freeze(string(reason))
+	switch {
+	case first.Spent != nil:
+		return BudgetExhausted
+	case first.Cause == string(DeclaredDone):
+		return DeclaredDone
+	}
+	return reason
+}
+
+func (r *run) allExited() bool {
+	for _, ar := range r.agents {
+		if !ar.exited {
+			return false
+		}
+	}
+	return true
+}

@@ -397,7 +397,8 @@ func maskTimes(s string) string {
 	var b strings.Builder
 	last := 0
 	for i := 0; i < len(s); {
-		if !isDigit(s[i]) || (i > 0 && isWordByte(s[i-1])) {
+		// Right after a mask is a word's start: the mask ends in '>'.
+		if !isDigit(s[i]) || (i > 0 && i != last && isWordByte(s[i-1])) {
 			i++
 			continue
 		}

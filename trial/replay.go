@@ -81,6 +81,7 @@ func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
 		return nil, err
 	}
 	recorded := 0
+	var unverified []string
 	for _, a := range res.Agents {
 		file := filepath.Join(dir, "agents", a.ID, conversationFile+".gz")
 		data, err := os.ReadFile(file)
@@ -105,7 +106,7 @@ func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
 		}
 		missing := rr.Missing()
 		if !rr.Verified() {
-			rp.Warnings = append(rp.Warnings, fmt.Sprintf("%s has no digests (it was written before troupe verified records): its calls are replayed unverified", file))
+			unverified = append(unverified, a.ID)
 		}
 		if missing > 0 {
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("%s: %d calls name blocks the record lacks (it was bounded): they cannot be replayed", file, missing))
@@ -114,6 +115,9 @@ func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
 			rp.Warnings = append(rp.Warnings, fmt.Sprintf("%s holds %d of the agent's %d calls (the record was bounded): the missing ones cannot be replayed", file, len(calls), a.Usage.Calls))
 		}
 		rp.Calls[a.ID] = calls
+	}
+	if len(unverified) > 0 {
+		rp.Warnings = append(rp.Warnings, fmt.Sprintf("the conversation records of %s have no digests (they were written before troupe verified records): their calls are replayed unverified", strings.Join(unverified, ", ")))
 	}
 	if recorded == 0 {
 		return nil, fmt.Errorf("trial %s kept no conversation (agents/<id>/%s.gz): it ran with --record meta or none, and there is nothing to replay; run it again with --record full (the default)", dir, conversationFile)

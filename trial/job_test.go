@@ -271,19 +271,25 @@ func TestPlanRefusesNamesThatCannotNameFolders(t *testing.T) {
 func TestJobCancel(t *testing.T) {
 	env := testEnv(t)
 	dir := filepath.Join(t.TempDir(), "job")
-	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "testdata/manifests/slow.yaml")}, Tasks: []*task.Task{loadTask(t, helloWorld)}, Attempts: 6, Concurrency: 4}
+	// Two at a time: the trials that run together finish together, so the
+	// job is cancelled once two have passed and a third has started, which
+	// is then mid-work (its agent sleeps 4 s), with three more pending.
+	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "testdata/manifests/slow.yaml")}, Tasks: []*task.Task{loadTask(t, helloWorld)}, Attempts: 6, Concurrency: 2}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var mu sync.Mutex
-	done := 0
+	done, started := 0, 0
 	progress := Progress{Trial: func(e Event) {
-		if e.Type == EventFinished && e.Outcome == outcome.Passed {
-			mu.Lock()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case e.Type == EventStarted:
+			started++
+		case e.Type == EventFinished && e.Outcome == outcome.Passed:
 			done++
-			if done == 2 {
-				cancel() // mid-job: some trials done, others running, others pending
-			}
-			mu.Unlock()
+		}
+		if done >= 2 && started > 2 {
+			cancel() // mid-job: some trials done, others running, others pending
 		}
 	}}
 	start := time.Now()

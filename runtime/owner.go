@@ -146,7 +146,8 @@ func parseProc(pid int, stat, status []byte) (proc, error) {
 	}
 	var p proc
 	var err error
-	if len(fields[0]) != 1 {
+	// The state is one letter (R, S, D, Z, T, t, X, I…).
+	if c := fields[0]; len(c) != 1 || !('A' <= c[0] && c[0] <= 'Z' || 'a' <= c[0] && c[0] <= 'z') {
 		return proc{}, fmt.Errorf("/proc/%d/stat: state %q", pid, fields[0])
 	}
 	p.state = fields[0][0]

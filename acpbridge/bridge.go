@@ -90,7 +90,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err := b.member.Open(ctx); err != nil {
 		return fmt.Errorf("connect to the relay %s: %w", b.cfg.Member.RelayURL, err)
 	}
-	defer b.member.Close()
+	defer b.member.Close(context.WithoutCancel(ctx))
 	b.team, b.self, b.reportTo, b.log = b.member.Team(), b.member.Self(), b.member.ReportTo(), b.member.Log()
 
 	env := b.cfg.Env

@@ -266,7 +266,7 @@ func runDirect(ctx context.Context, cfg member.Config, log *slog.Logger) error {
 	if err := m.Open(ctx); err != nil {
 		return err
 	}
-	defer m.Close()
+	defer m.Close(context.WithoutCancel(ctx))
 	for {
 		select {
 		case <-ctx.Done():

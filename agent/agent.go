@@ -74,7 +74,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	err := a.member.Err() // following ends with ctx
 	cancel()
 	wg.Wait()
-	a.member.Close()
+	// ctx has ended: the member is closed on what remains of it.
+	if cerr := a.member.Close(context.WithoutCancel(ctx)); cerr != nil {
+		a.log.Warn("close", "err", cerr.Error())
+	}
 	a.log.Info("stop", "reason", context.Cause(ctx).Error())
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil

@@ -119,19 +119,26 @@ func (m *Member) Err() error {
 }
 
 // Close stops following, closes the connection and waits for every
-// goroutine the member started.
-func (m *Member) Close() error {
+// goroutine the member started. They are stopped by then, so the wait is
+// short; ctx bounds it all the same, as it bounds every Close here: when
+// it ends first, Close says what was still running and returns.
+func (m *Member) Close(ctx context.Context) error {
 	if m.cancel != nil {
 		m.cancel()
+		// Following ends first: it may be making a new connection.
+		select {
+		case <-m.done:
+		case <-ctx.Done():
+			return fmt.Errorf("close the member: following the channel had not ended: %w", context.Cause(ctx))
+		}
+		m.following.Wait() // it has closed done: its last step
 	}
-	// Following ends first: it may be making a new connection.
-	m.following.Wait()
 	m.mu.Lock()
 	if m.conn != nil {
 		m.conn.Close()
 	}
 	m.mu.Unlock()
-	m.bg.Wait()
+	m.bg.Wait() // the drainers end with their connection
 	return nil
 }
 

@@ -245,7 +245,7 @@ func podRuntime(b *testing.B, bin *runtime.Binary, tk *task.Task) runtime.Runtim
 	if err != nil {
 		b.Fatal(err)
 	}
-	env, err := runtime.EnvironmentRef("", *spec.Build)
+	env, err := kubernetes.EnvironmentRef("", *spec.Build)
 	if err != nil {
 		b.Fatal(err)
 	}

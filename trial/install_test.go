@@ -22,6 +22,7 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/task/taskfs"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -33,7 +34,7 @@ import (
 func installStack(t *testing.T, script string) *stack.Stack {
 	t.Helper()
 	src, _ := filepath.Abs("testdata/stacks/installed/src")
-	digest, err := runtime.DirDigest(src)
+	digest, err := taskfs.Digest(src)
 	if err != nil {
 		t.Fatal(err)
 	}

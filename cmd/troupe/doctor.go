@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/staticbin"
 )
 
 // baseImage is the image troupe's examples and tests build on.
@@ -74,7 +75,7 @@ func runDoctor(ctx context.Context, out io.Writer, rt runtime.Runtime, openErr e
 	bin, built, berr := selfBinary(ctx)
 	switch {
 	case berr != nil:
-		report("troupe binary", berr, "install troupe with CGO_ENABLED=0 go install "+runtime.Module+"/cmd/troupe@latest", "")
+		report("troupe binary", berr, "install troupe with CGO_ENABLED=0 go install "+staticbin.Module+"/cmd/troupe@latest", "")
 	case built != "":
 		report("troupe binary", nil, "", fmt.Sprintf("this build needs a dynamic loader (cgo); trials use a static copy built from %s: %s", built, bin.Path))
 	default:

@@ -138,7 +138,7 @@ func (d *Docker) build(ctx context.Context, dir, name string) (string, image.Ins
 	if err != nil {
 		return "", none, false, fmt.Errorf("docker: %w: %w", ErrImageUnavailable, err)
 	}
-	digest, err := runtime.DirDigest(dir)
+	digest, err := taskfs.Digest(dir)
 	if err != nil {
 		return "", none, false, fmt.Errorf("docker: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/runtimetest"
+	"github.com/troupebench/troupe/task/taskfs"
 )
 
 var baseImageCases = []struct {
@@ -214,7 +215,7 @@ func TestImageBaseMoves(t *testing.T) {
 		t.Fatalf("unchanged inputs: %s %v after %d builds, want %s after 1", again.Ref, err, n, img1.Ref)
 	}
 	info, _ := d.cli.ImageInspect(ctx, img1.Ref)
-	digest, _ := runtime.DirDigest(dir)
+	digest, _ := taskfs.Digest(dir)
 	if l := info.Config.Labels; l[LabelEnvironment] != digest || !strings.HasPrefix(l[LabelCacheKey], strings.TrimPrefix(img1.Ref, ImageTagPrefix)) || l[LabelUncached] != "" {
 		t.Errorf("labels %v", l)
 	}

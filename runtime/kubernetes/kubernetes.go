@@ -77,7 +77,7 @@ type Options struct {
 	// "default".
 	Namespace string
 	// ImageRepo is where built task environments and troupe's binary image
-	// are (runtime.EnvironmentRef, runtime.BinaryImageRef); "" is
+	// are (EnvironmentRef, runtime.BinaryImageRef); "" is
 	// runtime.DefaultImageRepo, images loaded into the nodes.
 	ImageRepo string
 	// Binary is troupe's static binary, which every pod gets (from its

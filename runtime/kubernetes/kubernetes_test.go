@@ -140,7 +140,7 @@ func TestImages(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(dir+"/Dockerfile", []byte("FROM busybox:latest\nRUN touch /x\n"), 0o644)
 	_, err = k.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
-	ref, _ := runtime.EnvironmentRef("", runtime.BuildSpec{Context: dir})
+	ref, _ := EnvironmentRef("", runtime.BuildSpec{Context: dir})
 	if err == nil || !strings.Contains(err.Error(), "troupe images build") || !strings.Contains(err.Error(), ref) {
 		t.Errorf("an environment not built: %v", err)
 	}

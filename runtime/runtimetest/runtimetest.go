@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/staticbin"
 )
 
 // Config describes what the suite may use.
@@ -384,8 +385,8 @@ func Binary(ctx context.Context, moduleDir string) (*runtime.Binary, error) {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "troupe")
-	if err := runtime.BuildBinary(ctx, moduleDir, path); err != nil {
+	if err := staticbin.Build(ctx, moduleDir, path); err != nil {
 		return nil, err
 	}
-	return runtime.LoadBinary(path)
+	return staticbin.Load(path)
 }

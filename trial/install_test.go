@@ -174,12 +174,12 @@ func TestInstall(t *testing.T) {
 func noSecretsInImage(t *testing.T, ref string) {
 	t.Helper()
 	ctx := t.Context()
-	id, err := testRT.Create(ctx, runtime.ContainerSpec{Image: ref, Labels: map[string]string{runtime.LabelJob: runID + "-" + t.Name()}})
+	c, err := testRT.Create(ctx, runtime.ContainerSpec{Image: ref, Labels: map[string]string{runtime.LabelJob: runID + "-" + t.Name()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer testRT.Remove(context.Background(), runtime.Resource{Kind: runtime.KindContainer, ID: id})
-	rc, err := testRT.Client().ContainerExport(ctx, id)
+	defer c.Remove(context.Background())
+	rc, err := testRT.Client().ContainerExport(ctx, c.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,9 +44,17 @@ Each failed check says how to fix it. Exit status 1 when any check fails.`,
 	return cmd
 }
 
+// checker is what troupe doctor needs of a backend: its name, its own
+// checks, and what dead owners left on it.
+type checker interface {
+	reaper
+	Name() string
+	Check(ctx context.Context, image string) []runtime.Check
+}
+
 // runDoctor prints each check of the backend rt (or why it could not be
 // opened) and troupe's own, and returns how many failed.
-func runDoctor(ctx context.Context, out io.Writer, rt runtime.Runtime, openErr error) (failed int) {
+func runDoctor(ctx context.Context, out io.Writer, rt checker, openErr error) (failed int) {
 	report := func(name string, err error, fix string, detail string) {
 		if err != nil {
 			failed++

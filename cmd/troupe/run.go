@@ -630,7 +630,7 @@ func findSelfBinary(ctx context.Context) (bin *runtime.Binary, built string, err
 
 // forceOnSecondSignal watches for a second interrupt: it then removes the
 // job's containers and exits. The returned function stops the watcher.
-func forceOnSecondSignal(stderr io.Writer, rt runtime.Runtime, jobID string) func() {
+func forceOnSecondSignal(stderr io.Writer, rt runtime.Cleaner, jobID string) func() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	stop := make(chan struct{})

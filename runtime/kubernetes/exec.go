@@ -29,6 +29,8 @@ type process struct {
 	out *gate // the caller's writers, shut by Close
 }
 
+var _ runtime.Process = (*process)(nil)
+
 // Exec runs a process in the started pod's main container. A Kubernetes
 // exec runs as the container's user, in its folder, with its environment,
 // so every exec runs through troupe exec-as, which does what Docker would;

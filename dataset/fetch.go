@@ -26,7 +26,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
-	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/task/taskfs"
 )
 
@@ -229,7 +228,7 @@ type record struct {
 	Path      string `json:"path"`
 	// Tree is the git id of the task's folder in the commit.
 	Tree string `json:"tree"`
-	// Digest is runtime.DirDigest of the folder as written: the task's
+	// Digest is taskfs.Digest of the folder as written: the task's
 	// digest, as a job's lock file records it.
 	Digest string `json:"digest"`
 }
@@ -294,7 +293,7 @@ func (s *session) task(ctx context.Context, t TaskRef) (string, error) {
 	if info, err := os.Stat(filepath.Join(tmpDir, "task.toml")); err != nil || !info.Mode().IsRegular() {
 		return "", fmt.Errorf("%w: %s holds no task.toml in that commit: it is not a Harbor task", ErrNoTask, p)
 	}
-	digest, err := runtime.DirDigest(tmpDir)
+	digest, err := taskfs.Digest(tmpDir)
 	if err != nil {
 		return "", err
 	}
@@ -335,7 +334,7 @@ func verifyCached(entry, dir string, want record) string {
 	if got.GitURL != want.GitURL || got.GitCommit != want.GitCommit || got.Path != want.Path {
 		return "records another task"
 	}
-	digest, err := runtime.DirDigest(dir)
+	digest, err := taskfs.Digest(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "is missing"

@@ -52,7 +52,7 @@ type Stats struct {
 }
 
 // Proxy is one trial's allowlist proxy. Create it with New, serve it with
-// Start, end it with Close.
+// Open, end it with Close.
 type Proxy struct {
 	hosts []string
 	dial  DialFunc
@@ -61,7 +61,10 @@ type Proxy struct {
 	srv *http.Server
 	ln  net.Listener
 	wg  sync.WaitGroup
-	// ctx ends the tunnels of CONNECT requests when the proxy closes.
+	// serveErr is why serving stopped, when it was not Close.
+	serveErr error
+	// ctx ends the tunnels of CONNECT requests when the proxy closes; it
+	// is made by Open.
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -72,7 +75,8 @@ type Proxy struct {
 }
 
 // New makes a proxy that allows hosts (lower case names, "*.suffix"
-// wildcards). dial nil is the default dialer; log nil discards.
+// wildcards), with no I/O; Open serves it. dial nil is the default
+// dialer; log nil discards.
 func New(hosts []string, dial DialFunc, log *slog.Logger) *Proxy {
 	if dial == nil {
 		dial = defaultDial
@@ -80,23 +84,25 @@ func New(hosts []string, dial DialFunc, log *slog.Logger) *Proxy {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &Proxy{hosts: slices.Clone(hosts), dial: dial, log: log, ctx: ctx, cancel: cancel, stats: Stats{Refused: map[string]int{}}}
+	p := &Proxy{hosts: slices.Clone(hosts), dial: dial, log: log, stats: Stats{Refused: map[string]int{}}}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
 	return p
 }
 
-// Start listens on a free port of the host's loopback and serves there
-// until Close. Addr says where.
-func (p *Proxy) Start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// Open listens on a free port of the host's loopback and serves there
+// until Close, whatever becomes of ctx. Addr says where.
+func (p *Proxy) Open(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("egress: listen: %w", err)
 	}
 	p.ln = ln
+	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.wg.Go(func() {
 		if err := p.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			p.log.Error("egress proxy stopped", "err", err)
+			p.serveErr = fmt.Errorf("egress: serve: %w", err)
 		}
 	})
 	return nil
@@ -105,16 +111,22 @@ func (p *Proxy) Start() error {
 // Addr is the host:port the proxy listens on.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Close stops the proxy, ends its open tunnels and waits for them.
-func (p *Proxy) Close() error {
+// Close stops the proxy, ends its open tunnels and waits for them (which
+// is immediate: ctx bounds nothing here). It returns what stopped the
+// server early, if anything did, joined with what closing it met. A proxy
+// never opened has nothing to stop.
+func (p *Proxy) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	if p.cancel == nil {
+		return nil
+	}
 	p.cancel()
 	err := p.srv.Close()
 	p.wg.Wait()
 	p.tunnels.Wait()
-	return err
+	return errors.Join(p.serveErr, err)
 }
 
 // Stats returns a copy of the counts so far.

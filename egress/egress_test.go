@@ -48,10 +48,10 @@ func start(t *testing.T, hosts []string, upstream string, dial DialFunc) *Proxy 
 		}
 	}
 	p := New(hosts, dial, nil)
-	if err := p.Start(); err != nil {
+	if err := p.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { p.Close(context.Background()) })
 	return p
 }
 
@@ -129,10 +129,10 @@ func TestNeverReachesTheHostItself(t *testing.T) {
 	defer up.Close()
 	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
 	p := New([]string{"localhost", "127.0.0.1", "169.254.169.254"}, nil, nil)
-	if err := p.Start(); err != nil {
+	if err := p.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	defer p.Close(context.Background())
 	c := client(p, nil)
 	for _, u := range []string{"http://localhost:" + port + "/", "http://127.0.0.1:" + port + "/", "http://169.254.169.254/latest/meta-data/"} {
 		if code, body := get(t, c, u); code != http.StatusBadGateway || !strings.Contains(body, "loopback, link-local") {
@@ -179,7 +179,7 @@ func TestCloseEndsOpenTunnels(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, ln.Addr().String())
 	}, nil)
-	if err := p.Start(); err != nil {
+	if err := p.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := net.Dial("tcp", p.Addr())
@@ -193,10 +193,35 @@ func TestCloseEndsOpenTunnels(t *testing.T) {
 	if !strings.Contains(string(buf[:n]), "200") {
 		t.Fatalf("CONNECT answered %q", buf[:n])
 	}
-	if err := p.Close(); err != nil {
+	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Read(buf); err == nil {
 		t.Error("the client's tunnel is still open after Close")
+	}
+}
+
+// TestLifecycle: New does no I/O (a proxy never opened closes at once);
+// the proxy serves from Open until Close, not until Open's context ends;
+// after Close nothing listens.
+func TestLifecycle(t *testing.T) {
+	if err := New(nil, nil, nil).Close(t.Context()); err != nil {
+		t.Errorf("closing a proxy never opened: %v", err)
+	}
+	p := New([]string{"allowed.test"}, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := p.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if code, body := get(t, client(p, nil), "http://refused.test/"); code != http.StatusForbidden {
+		t.Errorf("after Open's context ended: %d %q; want the proxy's 403", code, body)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", p.Addr()); err == nil {
+		c.Close()
+		t.Error("the proxy still listens after Close")
 	}
 }

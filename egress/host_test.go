@@ -81,10 +81,10 @@ func TestNeverReachesTheHostsAddresses(t *testing.T) {
 	}
 	resolver := fakeDNS(t, names)
 	p := New(hosts, guardedDial(resolver), nil)
-	if err := p.Start(); err != nil {
+	if err := p.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { p.Close(context.Background()) })
 	c := client(p, nil)
 	var urls []string
 	for _, h := range hosts {

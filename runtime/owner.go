@@ -186,7 +186,8 @@ func (o Owner) Alive(self Owner) bool {
 	return p.start == o.Start && !p.gone()
 }
 
-// Cleaner is what Reap needs from a runtime.
+// Cleaner is what Reap needs from a backend: troupe's resources listed by
+// label, and one removed.
 type Cleaner interface {
 	List(ctx context.Context, labels map[string]string) ([]Resource, error)
 	Remove(ctx context.Context, r Resource) error

@@ -285,27 +285,3 @@ func TestReapLateArrivals(t *testing.T) {
 		t.Errorf("a network that cannot go: %v after %d listings", err, stuck.lists)
 	}
 }
-
-func TestLoadBinary(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(dir+"/text", []byte("#!/bin/sh\n"), 0o755)
-	if _, err := LoadBinary(dir + "/text"); !errors.Is(err, ErrNotStatic) {
-		t.Errorf("a script: %v", err)
-	}
-	if _, err := LoadBinary("/bin/sh"); !errors.Is(err, ErrNotStatic) && !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("a dynamic executable: %v", err)
-	}
-	if testing.Short() {
-		return
-	}
-	// The caller's GOFLAGS stay out of the static build: -race (a race
-	// build of troupe run by go run, with GOFLAGS=-race) needs cgo.
-	t.Setenv("GOFLAGS", "-race")
-	if err := BuildBinary(t.Context(), "..", dir+"/troupe"); err != nil {
-		t.Fatal(err)
-	}
-	b, err := LoadBinary(dir + "/troupe")
-	if err != nil || len(b.SHA256) != 64 || len(b.Data) < 1<<20 {
-		t.Fatalf("a static build: %v", err)
-	}
-}

@@ -1,10 +1,10 @@
-// Package runtime is where trial containers live. Runtime is the
-// interface a trial, a job and troupe's commands need from a container
-// backend — open and close it, resolve an image, create, copy in, start,
-// exec, copy out, remove, list by label, check it for troupe doctor — and
-// runtime/docker implements it on the Docker Engine API (Kubernetes later,
-// behind the same interface; commands pick one with --runtime).
-// runtime/runtimetest is the conformance suite every backend passes.
+// Package runtime is where trial containers live: the types a trial and
+// a container backend share, and the Container a backend's Create returns
+// (copy in, start, network on and off, exec, copy out, remove). The
+// backends are its sub-packages, runtime/docker (the Docker Engine API)
+// and runtime/kubernetes (a pod per trial); each consumer declares what
+// it needs of a backend (trial.Backend, cmd/troupe's backend), and
+// runtime/runtimetest is the conformance suite both pass.
 //
 // Everything a backend creates carries troupe's labels, among them the
 // Owner: the host, boot, process id and process start time of the troupe
@@ -23,7 +23,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -56,60 +55,43 @@ type Image struct {
 	User string
 }
 
-// Runtime is what a trial, a job and troupe's commands need from a
-// container backend. A backend is made with no I/O; Open connects it.
-type Runtime interface {
-	// Name is the backend's name, as --runtime gives it.
-	Name() string
-	// Open connects to the backend and checks that it answers; it is
-	// called once, before anything else but Name.
-	Open(ctx context.Context) error
-	// Close lets go of what the backend holds for this process (job
-	// networks, connections); the trials' resources are their own to
-	// remove.
-	Close(ctx context.Context) error
-	// Owner is the owner every resource this process creates is labelled
-	// with: Reap's self.
-	Owner() Owner
-	// EndJob lets go of what the backend holds for a job's trials (a job
-	// network), once they are done.
-	EndJob(ctx context.Context, job string) error
-	// Isolation says how a container without network is cut off on this
-	// backend, for result.json.
-	Isolation() Isolation
-	// Check runs the backend's own checks for troupe doctor, with image as
-	// the image to start a test container from.
-	Check(ctx context.Context, image string) []Check
-	// Image makes an image available and describes it: a local image, else
-	// a pull, else a build, when the spec says how and the backend builds.
-	Image(ctx context.Context, spec ImageSpec) (Image, error)
-	// Create creates a container, not started, with troupe's labels.
-	Create(ctx context.Context, spec ContainerSpec) (string, error)
-	// CopyIn writes files (and their folders) into a container, with the
-	// owner and mode given, before or after it starts.
-	CopyIn(ctx context.Context, id string, files []File) error
-	Start(ctx context.Context, id string) error
+// Container is a container a backend created: Create returns it, not
+// started, and a trial does everything else with its container through
+// it. The backend's Remove reaches the same container by its ID once the
+// handle is gone (the reaper, troupe clean, a trial's removal by label).
+//
+// A backend may offer more for a container, which a trial finds by a type
+// assertion on the handle: Changes (runtime/docker: what differs from the
+// image) and Sidecars (runtime/docker: the compose services started with
+// it).
+type Container interface {
+	// ID is the container's id on its backend: the Resource.ID it is
+	// listed and removed by.
+	ID() string
+	// CopyIn writes files (and their folders) into the container, with
+	// the owner and mode given, before or after it starts.
+	CopyIn(ctx context.Context, files []File) error
+	// Start starts the container.
+	Start(ctx context.Context) error
 	// SetOnline attaches a container created with NetworkBridge to its
-	// own network (online) or detaches it, leaving it loopback only, before
-	// or after it starts: a trial's phases may each have their own network.
-	SetOnline(ctx context.Context, id string, online bool) error
-	// Exec runs a process in a started container, streaming its output to
-	// the writers as it arrives.
-	Exec(ctx context.Context, id string, spec ExecSpec) (Process, error)
-	// CopyOut copies a file or folder out of a container into dst (a folder
-	// opened with os.OpenRoot, so nothing can be written outside it) under
-	// the name dstPath, at most limit bytes of files in all (0: the
-	// backend's own bound). It never replaces a file already in dst (what
-	// the caller wrote stays the record). Entries that are not plain files
-	// or folders, collisions, and files over the limit are skipped and
-	// listed.
-	CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string, limit int64) (skipped []string, err error)
-	// Remove removes a resource by force, tolerating one that is already
-	// gone. It runs even when ctx is cancelled, bounded by its own timeout.
-	Remove(ctx context.Context, r Resource) error
-	// List lists troupe's resources whose labels include every given one; an
-	// empty value matches any value of that key.
-	List(ctx context.Context, labels map[string]string) ([]Resource, error)
+	// network (online) or detaches it, leaving it loopback only, before or
+	// after it starts: a trial's phases may each have their own network.
+	SetOnline(ctx context.Context, online bool) error
+	// Exec runs a process in the started container, streaming its output
+	// to the writers as it arrives.
+	Exec(ctx context.Context, spec ExecSpec) (Process, error)
+	// CopyOut copies a file or folder out of the container into dst (a
+	// folder opened with os.OpenRoot, so nothing can be written outside
+	// it) under the name dstPath, at most limit bytes of files in all (0:
+	// the backend's own bound). It never replaces a file already in dst
+	// (what the caller wrote stays the record). Entries that are not plain
+	// files or folders, collisions, and files over the limit are skipped
+	// and listed.
+	CopyOut(ctx context.Context, src string, dst *os.Root, dstPath string, limit int64) (skipped []string, err error)
+	// Remove removes the container by force, with what it brought (its
+	// services, a network of its own), tolerating one already gone. It
+	// runs even when ctx is cancelled, bounded by its own timeout.
+	Remove(ctx context.Context) error
 }
 
 // ImageSpec names an image or says how to build one.
@@ -172,7 +154,7 @@ type ContainerSpec struct {
 	// Labels are added to troupe's own (owner, version).
 	Labels map[string]string
 	// Network is NetworkNone (the default) or NetworkBridge; a bridge
-	// container can be taken offline and back (Runtime.SetOnline).
+	// container can be taken offline and back (Container.SetOnline).
 	Network string
 	// Binary, when set, is provided read-only at BinaryPath: troupe's own
 	// binary, for init, tunnel, sweep and the agents. A backend may share
@@ -288,28 +270,6 @@ func ClassifyExit(cmd []string, code int, output string) error {
 	return &ExecError{Code: code, Cmd: cmd, Output: output, Err: cause}
 }
 
-// OutputHead keeps the first 512 bytes written to it: a backend's copy of
-// an exec's output, to explain it when the exec could not run its command.
-type OutputHead struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (h *OutputHead) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if room := 512 - len(h.b); room > 0 {
-		h.b = append(h.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (h *OutputHead) String() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return string(h.b)
-}
-
 // Exec failures by cause.
 var (
 	ErrNotFound      = errors.New("command not found in the container")
@@ -355,6 +315,9 @@ type ServiceSpec struct {
 type Sidecar struct {
 	Name, ID string
 	Running  bool
+	// Container is the service's container, for execs in it (its sweep);
+	// removing the trial's container removes it.
+	Container Container
 }
 
 // Healthcheck is a service's health test, run by the engine: Test is

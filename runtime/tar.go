@@ -79,7 +79,7 @@ const (
 
 // ExtractTar writes an archive of the container's folder or file src (its
 // entries named from path.Base(src), as a backend's copy-out gives them)
-// into dst under dstPath: what Runtime.CopyOut does once the backend has
+// into dst under dstPath: what Container.CopyOut does once the backend has
 // the archive. Only regular files and folders are written, inside dst only
 // (os.Root refuses anything that would leave it), and never over a file
 // already there; links, devices, files over the limit (limit <= 0: 1 GiB in

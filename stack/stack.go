@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/task/taskfs"
 )
 
 // Builtin is troupe's reference agent, the built-in stack: troupe's own
@@ -70,7 +71,7 @@ const DefaultInstallTimeout = 600 * time.Second
 const InstallDir = "/opt/troupe-install"
 
 // File is a file or folder of the host uploaded at To in the container,
-// pinned by its SHA-256 (a folder's: runtime.DirDigest's).
+// pinned by its SHA-256 (a folder's: taskfs.Digest's).
 type File struct {
 	Path   string // on the host, absolute
 	To     string // in the container, absolute
@@ -310,7 +311,7 @@ func read(f File) (string, []runtime.File, error) {
 		}
 		return "sha256:" + hex.EncodeToString(sum[:]), []runtime.File{{Path: f.To, Data: data, Mode: mode}}, nil
 	}
-	digest, err := runtime.DirDigest(f.Path)
+	digest, err := taskfs.Digest(f.Path)
 	if err != nil {
 		return "", nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/internal/secret"
-	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/task/taskfs"
 )
 
@@ -254,7 +253,7 @@ func Load(dir string, opts Options) (*Task, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("task %s is not valid:\n%w", dir, err)
 	}
-	digest, err := runtime.DirDigest(abs)
+	digest, err := taskfs.Digest(abs)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", dir, err)
 	}

@@ -53,7 +53,7 @@ func (r *run) launch(ctx context.Context) error {
 		// Not ctx: a cancelled job must not cut an exec half-started (the
 		// sweep would then find runc's init, and the exec never end). The
 		// agents are stopped by the sweep, like on any other ending.
-		p, err := r.env.Runtime.Exec(context.WithoutCancel(ctx), r.container, runtime.ExecSpec{
+		p, err := r.container.Exec(context.WithoutCancel(ctx), runtime.ExecSpec{
 			Cmd: cmd, Env: env, User: user, WorkDir: r.workdir, Stdout: ar.stdout, Stderr: ar.stderr,
 		})
 		if err != nil {

@@ -238,14 +238,14 @@ func BenchmarkPodTrialOverhead(b *testing.B) {
 // podRuntime opens the Kubernetes backend with troupe's binary image and
 // the task's environment loaded into the test cluster, as troupe images
 // binary and build (and a load) would make them.
-func podRuntime(b *testing.B, bin *runtime.Binary, tk *task.Task) runtime.Runtime {
+func podRuntime(b *testing.B, bin *runtime.Binary, tk *task.Task) Backend {
 	ctx := b.Context()
 	spec := imageSpec(tk)
 	tag, _, err := testRT.BuildEnvironment(ctx, *spec.Build)
 	if err != nil {
 		b.Fatal(err)
 	}
-	env, err := runtime.EnvironmentRef("", *spec.Build)
+	env, err := kubernetes.EnvironmentRef("", *spec.Build)
 	if err != nil {
 		b.Fatal(err)
 	}

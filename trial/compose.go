@@ -13,11 +13,11 @@ import (
 	"github.com/troupebench/troupe/task"
 )
 
-// sidecarRuntime is a runtime that runs a task's compose services beside
-// the trial container (runtime/docker): the trial lists them to sweep
-// each before the verifier.
-type sidecarRuntime interface {
-	Sidecars(ctx context.Context, id string) ([]runtime.Sidecar, error)
+// sidecarLister is a container that has a task's compose services running
+// beside it (runtime/docker's): the trial lists them to sweep each before
+// the verifier.
+type sidecarLister interface {
+	Sidecars(ctx context.Context) ([]runtime.Sidecar, error)
 }
 
 // sidecar is a running service and its processes before the agents
@@ -99,13 +99,13 @@ func (r *run) listSidecars(ctx context.Context) error {
 	if r.spec.Task.Compose == nil || len(r.spec.Task.Compose.Sidecars) == 0 {
 		return nil
 	}
-	rt, ok := r.env.Runtime.(sidecarRuntime)
+	sl, ok := r.container.(sidecarLister)
 	if !ok {
 		return fmt.Errorf("the %s runtime cannot list the task's services, so it could not sweep them before the verifier", r.env.Runtime.Name())
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(callTimeout))
 	defer cancel()
-	list, err := rt.Sidecars(cctx, r.container)
+	list, err := sl.Sidecars(cctx)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (r *run) listSidecars(ctx context.Context) error {
 		if !sc.Running {
 			continue // it ran to completion: nothing of it can run again
 		}
-		out, err := r.execTroupe(cctx, sc.ID, []string{runtime.BinaryPath, "sweep", "--list"}, nil)
+		out, err := r.execTroupe(cctx, sc.Container, []string{runtime.BinaryPath, "sweep", "--list"}, nil)
 		if err != nil {
 			return fmt.Errorf("service %s: list its processes: %w", sc.Name, err)
 		}
@@ -139,7 +139,7 @@ func (r *run) sweepSidecars(ctx context.Context) error {
 	for i, sc := range r.sidecars {
 		wg.Go(func() {
 			reps[i].Service = sc.Name
-			out, err := r.execTroupe(wctx, sc.ID, []string{runtime.BinaryPath, "sweep", "--service", "--grace", grace.String()}, sc.baseline)
+			out, err := r.execTroupe(wctx, sc.Container, []string{runtime.BinaryPath, "sweep", "--service", "--grace", grace.String()}, sc.baseline)
 			if err == nil {
 				err = json.Unmarshal(out, &reps[i].Report)
 			}

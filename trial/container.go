@@ -67,23 +67,23 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 		cbase = ctx
 	}
 	cctx, cancelCreate := context.WithTimeout(cbase, r.env.Limits.scale(createTimeout))
-	id, err := rt.Create(cctx, spec)
+	c, err := rt.Create(cctx, spec)
 	cancelCreate()
 	if err != nil {
 		return ErrContainer, err
 	}
-	r.container = id
+	r.container = c
 	if err := ctx.Err(); err != nil {
 		return ErrCancelled, err
 	}
-	r.log.Info("container", "id", id, "image", r.img.Ref, "workdir", r.workdir, "network", spec.Network, "agents", r.agentNet().Mode, "verifier", r.verifierNet().Mode)
+	r.log.Info("container", "id", c.ID(), "image", r.img.Ref, "workdir", r.workdir, "network", spec.Network, "agents", r.agentNet().Mode, "verifier", r.verifierNet().Mode)
 	if spec.Network == runtime.NetworkBridge && !r.agentsOnline() {
 		// The internet is the verifier's only: the agents start offline.
-		if err := rt.SetOnline(ctx, id, false); err != nil {
+		if err := c.SetOnline(ctx, false); err != nil {
 			return ErrContainer, err
 		}
 	}
-	if err := rt.Start(ctx, id); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return ErrContainer, err
 	}
 	r.log.Info("container started")
@@ -213,11 +213,11 @@ func (r *run) openTunnel(ctx context.Context) error {
 	if r.egress != nil {
 		listens = append(listens, tunnel.Listen{Addr: proxyListen, Name: "proxy"})
 	}
-	var err error
-	r.tun, err = tunnel.Open(ctx, r.env.Runtime, r.container, runtime.BinaryPath, listens, dial, tunnel.Options{Logger: r.log})
-	if err != nil {
+	tun := tunnel.New(r.container, runtime.BinaryPath, listens, dial, tunnel.Options{Logger: r.log})
+	if err := tun.Open(ctx); err != nil {
 		return err
 	}
+	r.tun = tun
 	rctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(r.env.Limits.Ready))
 	defer cancel()
 	if err := r.tun.WaitReady(rctx); err != nil {
@@ -249,22 +249,22 @@ func (r *run) callInside(ctx context.Context, name, arg string, in []byte) ([]by
 	return r.execCallIn(ctx, r.container, name, arg, in)
 }
 
-// execCall runs one of troupe's calls in container id, in an exec of its
+// execCall runs one of troupe's calls in container c, in an exec of its
 // own (an install's container has no tunnel).
-func (r *run) execCall(ctx context.Context, id, name, arg string) ([]byte, error) {
-	return r.execCallIn(ctx, id, name, arg, nil)
+func (r *run) execCall(ctx context.Context, c runtime.Container, name, arg string) ([]byte, error) {
+	return r.execCallIn(ctx, c, name, arg, nil)
 }
 
-func (r *run) execCallIn(ctx context.Context, id, name, arg string, in []byte) ([]byte, error) {
-	return r.execTroupe(ctx, id, []string{runtime.BinaryPath, "call", name, arg}, in)
+func (r *run) execCallIn(ctx context.Context, c runtime.Container, name, arg string, in []byte) ([]byte, error) {
+	return r.execTroupe(ctx, c, []string{runtime.BinaryPath, "call", name, arg}, in)
 }
 
 // execTroupe runs troupe's binary as root in a container of the trial
 // (the trial's, a service's or an install's) with in on its standard
 // input, and returns its standard output.
-func (r *run) execTroupe(ctx context.Context, id string, cmd []string, in []byte) ([]byte, error) {
+func (r *run) execTroupe(ctx context.Context, c runtime.Container, cmd []string, in []byte) ([]byte, error) {
 	var out, errOut bytes.Buffer
-	p, err := r.env.Runtime.Exec(ctx, id, runtime.ExecSpec{
+	p, err := c.Exec(ctx, runtime.ExecSpec{
 		Cmd: cmd, User: "0:0", Stdin: true, Stdout: &out, Stderr: &errOut,
 	})
 	if err != nil {

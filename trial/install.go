@@ -26,15 +26,15 @@ const (
 	labelStackDigest = "troupe.stack-digest"
 )
 
-// imageCommitter is what caching installs needs of a runtime beyond
-// Runtime; runtime/docker implements it.
+// imageCommitter is what caching installs needs of a backend beyond
+// Backend; runtime/docker implements it.
 type imageCommitter interface {
 	// CommitOnce returns the image made for spec (one per base image ID
 	// and key) or, when there is none yet, calls run, which makes a
-	// container from spec.Base and returns its id, and commits that
+	// container from spec.Base and returns it, and commits that
 	// container: made says so. One call per image runs at a time. run's
 	// container is the caller's to remove.
-	CommitOnce(ctx context.Context, spec runtime.CommitSpec, run func(context.Context) (string, error)) (img runtime.Image, made bool, err error)
+	CommitOnce(ctx context.Context, spec runtime.CommitSpec, run func(context.Context) (runtime.Container, error)) (img runtime.Image, made bool, err error)
 }
 
 // InstallRecord is result.json's record of a stack's install script.
@@ -84,23 +84,23 @@ func (r *run) install(ctx context.Context) (ErrorKind, error) {
 	if len(stacks) == 0 {
 		return "", nil
 	}
-	c, ok := r.env.Runtime.(imageCommitter)
+	ic, ok := r.env.Runtime.(imageCommitter)
 	if !ok {
 		return ErrInstall, fmt.Errorf("stack %s has an install script, but the %s runtime cannot keep what it installs as an image: run it with --runtime docker, or use an image with the stack installed (docs/stacks.md)", stacks[0].Name, r.env.Runtime.Name())
 	}
 	for _, st := range stacks {
 		rec := InstallRecord{Stack: st.Name, StackDigest: st.Digest(), TimeoutSec: r.installTimeout(st).Seconds()}
 		start := time.Now()
-		var id string
-		img, made, err := c.CommitOnce(ctx, runtime.CommitSpec{Base: r.img.Ref, Key: rec.StackDigest, Labels: map[string]string{
+		var c runtime.Container
+		img, made, err := ic.CommitOnce(ctx, runtime.CommitSpec{Base: r.img.Ref, Key: rec.StackDigest, Labels: map[string]string{
 			runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id, labelStack: st.Name, labelStackDigest: rec.StackDigest,
-		}}, func(ctx context.Context) (string, error) {
+		}}, func(ctx context.Context) (runtime.Container, error) {
 			var err error
-			id, err = r.runInstall(ctx, st, &rec)
-			return id, err
+			c, err = r.runInstall(ctx, st, &rec)
+			return c, err
 		})
-		if id != "" {
-			if rerr := r.env.Runtime.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); rerr != nil {
+		if c != nil {
+			if rerr := c.Remove(ctx); rerr != nil {
 				r.cleanupError("remove the install container of stack "+st.Name, rerr)
 			}
 		}
@@ -125,25 +125,58 @@ func (r *run) installTimeout(st *stack.Stack) time.Duration {
 // runInstall runs a stack's install script in a new container of r.img and
 // returns the container, for the runtime to commit and the caller to
 // remove (also after an error).
-func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *InstallRecord) (string, error) {
+func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *InstallRecord) (runtime.Container, error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return nil, err
 	}
 	script, err := st.InstallScript()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	files, err := st.Verify()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	rt, nw := r.env.Runtime, r.agentNet()
+	nw := r.agentNet()
 	rec.Network = &nw
 	rec.Log = path.Join("agents", "install-"+st.Name+".log")
 	out, err := r.openSink(rec.Log, r.env.bounds().AgentOutput)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	c, err := r.createInstall(ctx, st, nw)
+	if err != nil {
+		return nil, fmt.Errorf("install stack %s: %w", st.Name, err)
+	}
+	fmt.Fprintf(out, "troupe: installing stack %s (%s) in a container of %s, network %s\n", st.Name, rec.StackDigest, r.img.Ref, nw.Mode)
+	if err := c.CopyIn(ctx, append(files, script)); err != nil {
+		return c, fmt.Errorf("install stack %s: %w", st.Name, err)
+	}
+	if err := c.Start(ctx); err != nil {
+		return c, fmt.Errorf("install stack %s: %w", st.Name, err)
+	}
+	if nw.Mode == task.Allowlist && r.egress != nil {
+		tun, err := r.installTunnel(ctx, c)
+		if err != nil {
+			return c, fmt.Errorf("install stack %s: %w", st.Name, err)
+		}
+		defer func() {
+			if err := tun.Close(ctx); err != nil {
+				r.cleanupError("close the install's tunnel", err)
+			}
+		}()
+	}
+	if err := r.runInstallScript(ctx, c, st, script.Path, rec, out); err != nil {
+		return c, err
+	}
+	return c, r.checkInstall(ctx, c, st)
+}
+
+// createInstall creates an install's container: r.img with troupe's
+// binary as init, the agents' network, labelled with the trial and the
+// stack. As for the trial container, a create is not interrupted, and one
+// whose id never came back is found by the trial's label.
+func (r *run) createInstall(ctx context.Context, st *stack.Stack, nw task.Network) (runtime.Container, error) {
 	spec := runtime.ContainerSpec{
 		Image: r.img.Ref, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
 		Labels:  map[string]string{runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id, labelStack: st.Name},
@@ -152,51 +185,48 @@ func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *InstallRecor
 	if nw.Mode == task.Public {
 		spec.Network = runtime.NetworkBridge
 	}
-	// As for the trial container: a create is not interrupted, and one
-	// whose id never came back is found by the trial's label.
 	r.creating = true
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.env.Limits.scale(createTimeout))
-	id, err := rt.Create(cctx, spec)
+	defer cancel()
+	return r.env.Runtime.Create(cctx, spec)
+}
+
+// installTunnel opens a tunnel into an install's container that carries
+// the allowlist proxy's port alone (the relay and the gateway are the
+// agents'), and waits until it listens.
+func (r *run) installTunnel(ctx context.Context, c runtime.Container) (*tunnel.Tunnel, error) {
+	var d net.Dialer
+	tun := tunnel.New(c, runtime.BinaryPath, []tunnel.Listen{{Addr: proxyListen, Name: "proxy"}},
+		func(ctx context.Context, name string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", r.egress.Addr())
+		}, tunnel.Options{Logger: r.log})
+	if err := tun.Open(ctx); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(r.env.Limits.Ready))
+	err := tun.WaitReady(wctx)
 	cancel()
 	if err != nil {
-		return "", fmt.Errorf("install stack %s: %w", st.Name, err)
-	}
-	fmt.Fprintf(out, "troupe: installing stack %s (%s) in a container of %s, network %s\n", st.Name, rec.StackDigest, r.img.Ref, nw.Mode)
-	if err := rt.CopyIn(ctx, id, append(files, script)); err != nil {
-		return id, fmt.Errorf("install stack %s: %w", st.Name, err)
-	}
-	if err := rt.Start(ctx, id); err != nil {
-		return id, fmt.Errorf("install stack %s: %w", st.Name, err)
-	}
-	if nw.Mode == task.Allowlist && r.egress != nil {
-		// The proxy's port is all the tunnel carries: the relay and the
-		// gateway are the agents'.
-		var d net.Dialer
-		tun, err := tunnel.Open(ctx, rt, id, runtime.BinaryPath, []tunnel.Listen{{Addr: proxyListen, Name: "proxy"}},
-			func(ctx context.Context, name string) (net.Conn, error) {
-				return d.DialContext(ctx, "tcp", r.egress.Addr())
-			}, tunnel.Options{Logger: r.log})
-		if err != nil {
-			return id, fmt.Errorf("install stack %s: %w", st.Name, err)
+		if cerr := tun.Close(ctx); cerr != nil {
+			r.cleanupError("close the install's tunnel", cerr)
 		}
-		defer func() {
-			if err := tun.Close(); err != nil {
-				r.cleanupError("close the install's tunnel", err)
-			}
-		}()
-		wctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(r.env.Limits.Ready))
-		err = tun.WaitReady(wctx)
-		cancel()
-		if err != nil {
-			return id, fmt.Errorf("install stack %s: %w", st.Name, err)
-		}
+		return nil, err
 	}
+	return tun, nil
+}
+
+// runInstallScript runs the script in the install's container as the
+// stack's install user, within its timeout, with its output in out (closed
+// once it ended), and records its exit code. A script that cannot run,
+// does not end in time or exits non-zero is an error quoting its last
+// words.
+func (r *run) runInstallScript(ctx context.Context, c runtime.Container, st *stack.Stack, script string, rec *InstallRecord, out *sink) error {
 	limit := r.installTimeout(st)
-	p, err := rt.Exec(ctx, id, runtime.ExecSpec{
-		Cmd: []string{script.Path}, Env: proxyEnv(nw), User: cmp.Or(st.InstallUser, "0:0"), WorkDir: r.workdir, Stdout: out, Stderr: out,
+	p, err := c.Exec(ctx, runtime.ExecSpec{
+		Cmd: []string{script}, Env: proxyEnv(*rec.Network), User: cmp.Or(st.InstallUser, "0:0"), WorkDir: r.workdir, Stdout: out, Stderr: out,
 	})
 	if err != nil {
-		return id, fmt.Errorf("install stack %s: run %s: %w", st.Name, script.Path, err)
+		return fmt.Errorf("install stack %s: run %s: %w", st.Name, script, err)
 	}
 	defer p.Close()
 	started := time.Now()
@@ -213,27 +243,32 @@ func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *InstallRecor
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return id, fmt.Errorf("the install script of stack %s did not end within %s; its last words: %s", st.Name, limit, lastWords(out.Name(), 600))
+		return fmt.Errorf("the install script of stack %s did not end within %s; its last words: %s", st.Name, limit, lastWords(out.Name(), 600))
 	case err != nil:
-		return id, fmt.Errorf("install stack %s: %w", st.Name, err)
+		return fmt.Errorf("install stack %s: %w", st.Name, err)
 	}
 	rec.ExitCode = &code
 	if code != 0 {
-		return id, fmt.Errorf("the install script of stack %s exited %d; its last words: %s", st.Name, code, lastWords(out.Name(), 600))
+		return fmt.Errorf("the install script of stack %s exited %d; its last words: %s", st.Name, code, lastWords(out.Name(), 600))
 	}
-	// It ran as root, before agents that may not be: it must not change
-	// what the verifier runs (a wrapper for /bin/sh could write any reward).
-	changed, _, err := r.changedSystemFiles(ctx, id, true, func(ctx context.Context, name, arg string) ([]byte, error) {
-		return r.execCall(ctx, id, name, arg)
+	return nil
+}
+
+// checkInstall refuses an install that changed what the verifier runs: it
+// ran as root, before agents that may not be (a wrapper for /bin/sh could
+// write any reward).
+func (r *run) checkInstall(ctx context.Context, c runtime.Container, st *stack.Stack) error {
+	changed, _, err := r.changedSystemFiles(ctx, c, true, func(ctx context.Context, name, arg string) ([]byte, error) {
+		return r.execCall(ctx, c, name, arg)
 	})
 	if err != nil {
-		return id, fmt.Errorf("install stack %s: check what it changed: %w", st.Name, err)
+		return fmt.Errorf("install stack %s: check what it changed: %w", st.Name, err)
 	}
 	if len(changed) > 0 {
 		if len(changed) > 10 {
 			changed = append(changed[:10], fmt.Sprintf("and %d more", len(changed)-10))
 		}
-		return id, fmt.Errorf("the install script of stack %s changed what the verifier runs (%s): an install may add commands and libraries, not replace, remove or shadow the image's commands, preload a library or touch /tests (docs/stacks.md)", st.Name, strings.Join(changed, ", "))
+		return fmt.Errorf("the install script of stack %s changed what the verifier runs (%s): an install may add commands and libraries, not replace, remove or shadow the image's commands, preload a library or touch /tests (docs/stacks.md)", st.Name, strings.Join(changed, ", "))
 	}
-	return id, nil
+	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/task/taskfs"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -33,7 +34,7 @@ import (
 func installStack(t *testing.T, script string) *stack.Stack {
 	t.Helper()
 	src, _ := filepath.Abs("testdata/stacks/installed/src")
-	digest, err := runtime.DirDigest(src)
+	digest, err := taskfs.Digest(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,12 +174,12 @@ func TestInstall(t *testing.T) {
 func noSecretsInImage(t *testing.T, ref string) {
 	t.Helper()
 	ctx := t.Context()
-	id, err := testRT.Create(ctx, runtime.ContainerSpec{Image: ref, Labels: map[string]string{runtime.LabelJob: runID + "-" + t.Name()}})
+	c, err := testRT.Create(ctx, runtime.ContainerSpec{Image: ref, Labels: map[string]string{runtime.LabelJob: runID + "-" + t.Name()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer testRT.Remove(context.Background(), runtime.Resource{Kind: runtime.KindContainer, ID: id})
-	rc, err := testRT.Client().ContainerExport(ctx, id)
+	defer c.Remove(context.Background())
+	rc, err := testRT.Client().ContainerExport(ctx, c.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,15 +102,15 @@ func (r *run) containerNetwork() string {
 
 // startEgress starts the allowlist proxy when a phase has an allowlist,
 // with the agents' hosts.
-func (r *run) startEgress() error {
+func (r *run) startEgress(ctx context.Context) error {
 	if r.agentNet().Mode != task.Allowlist && r.verifierNet().Mode != task.Allowlist {
 		return nil
 	}
-	r.egress = egress.New(r.agentNet().AllowedHosts, r.env.EgressDial, r.log)
-	if err := r.egress.Start(); err != nil {
-		r.egress = nil
+	p := egress.New(r.agentNet().AllowedHosts, r.env.EgressDial, r.log)
+	if err := p.Open(ctx); err != nil {
 		return err
 	}
+	r.egress = p
 	r.log.Info("egress proxy", "addr", r.egress.Addr(), "agents", r.agentNet().AllowedHosts, "verifier", r.verifierNet().AllowedHosts)
 	return nil
 }
@@ -131,7 +131,7 @@ func proxyEnv(n task.Network) []string {
 // proxy the verifier's hosts.
 func (r *run) verifierNetwork(ctx context.Context) error {
 	if r.containerNetwork() == runtime.NetworkBridge && r.verifierNet().Mode != r.agentNet().Mode {
-		if err := r.env.Runtime.SetOnline(ctx, r.container, r.verifierNet().Mode == task.Public); err != nil {
+		if err := r.container.SetOnline(ctx, r.verifierNet().Mode == task.Public); err != nil {
 			return fmt.Errorf("give the verifier its network (%s): %w", r.verifierNet().Mode, err)
 		}
 	}
@@ -143,11 +143,11 @@ func (r *run) verifierNetwork(ctx context.Context) error {
 }
 
 // stopEgress ends the proxy and records its counts.
-func (r *run) stopEgress() {
+func (r *run) stopEgress(ctx context.Context) {
 	if r.egress == nil {
 		return
 	}
-	if err := r.egress.Close(); err != nil {
+	if err := r.egress.Close(ctx); err != nil {
 		r.cleanupError("stop the egress proxy", err)
 	}
 	stats := r.egress.Stats()

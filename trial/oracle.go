@@ -77,7 +77,7 @@ func (r *run) launchOracle(ctx context.Context) error {
 		r.res.Agents[0].UID = r.taskAgent.UID
 	}
 	env := append(envList(r.solutionEnv), proxyEnv(r.agentNet())...)
-	p, err := r.env.Runtime.Exec(context.WithoutCancel(ctx), r.container, runtime.ExecSpec{
+	p, err := r.container.Exec(context.WithoutCancel(ctx), runtime.ExecSpec{
 		Cmd: []string{"/bin/sh", "-c", "exec " + solutionDir + "/solve.sh"}, Env: env, User: user, WorkDir: r.workdir, Stdout: ar.stdout, Stderr: ar.stderr,
 	})
 	if err != nil {

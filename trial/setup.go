@@ -125,7 +125,7 @@ func (r *run) healthcheck(ctx context.Context) error {
 // working folder, within limit; it returns the exit code and the output.
 func (r *run) probe(ctx context.Context, command string, limit time.Duration) (int, string, error) {
 	var out lockedBuffer
-	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
+	p, err := r.container.Exec(ctx, runtime.ExecSpec{
 		Cmd: []string{"/bin/sh", "-c", command}, Env: proxyEnv(r.agentNet()), WorkDir: r.workdir, Stdout: &out, Stderr: &out,
 	})
 	if err != nil {

@@ -15,11 +15,11 @@ import (
 // maxSystemChanges bounds how many changed system files a result names.
 const maxSystemChanges = 100
 
-// differ is a runtime that can list what changed in a container since its
-// image (Docker's diff); on one that cannot, system files are not checked
-// and the result says so.
+// differ is a container that can list what changed in it since its image
+// (Docker's diff); on a backend whose containers cannot, system files are
+// not checked and the result says so.
 type differ interface {
-	Changes(ctx context.Context, id string) ([]runtime.Change, error)
+	Changes(ctx context.Context) ([]runtime.Change, error)
 }
 
 // systemDirs hold what the verifier runs: shells, interpreters, libraries
@@ -73,14 +73,14 @@ func systemChanges(changes []runtime.Change, shadows []string, strictCommandsOnl
 
 func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
-// changedSystemFiles diffs container id against its image and returns what
-// systemChanges names; ok is false when the runtime cannot diff.
-func (r *run) changedSystemFiles(ctx context.Context, id string, strict bool, call func(ctx context.Context, name, arg string) ([]byte, error)) (files []string, ok bool, err error) {
-	d, can := r.env.Runtime.(differ)
+// changedSystemFiles diffs container c against its image and returns what
+// systemChanges names; ok is false when the container cannot be diffed.
+func (r *run) changedSystemFiles(ctx context.Context, c runtime.Container, strict bool, call func(ctx context.Context, name, arg string) ([]byte, error)) (files []string, ok bool, err error) {
+	d, can := c.(differ)
 	if !can {
 		return nil, false, nil
 	}
-	changes, err := d.Changes(ctx, id)
+	changes, err := d.Changes(ctx)
 	if err != nil {
 		return nil, true, err
 	}

@@ -38,7 +38,7 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 		}
 	}
 	var sweepErr error
-	if r.container != "" && len(r.agents) > 0 && r.agents[0].proc != nil {
+	if r.container != nil && len(r.agents) > 0 && r.agents[0].proc != nil {
 		sweepErr = r.sweep(cctx)
 		// Then the services: the agents' own processes are gone, so none
 		// can start another there while they are swept.
@@ -74,13 +74,13 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 		result = r.verify(ctx, cctx)
 	}
 	r.closeServices(cctx)
-	r.closeTunnel()
-	r.stopEgress()
+	r.closeTunnel(cctx)
+	r.stopEgress(cctx)
 	r.closeSinks()
 	r.compressConversations()
-	if r.container != "" {
+	if r.container != nil {
 		r.phase("teardown", &r.res.Teardown)
-		if err := r.env.Runtime.Remove(cctx, runtime.Resource{Kind: runtime.KindContainer, ID: r.container}); err != nil {
+		if err := r.container.Remove(cctx); err != nil {
 			r.cleanupError("remove the container", err)
 		}
 		r.log.Info("container removed")
@@ -160,7 +160,7 @@ func (r *run) closeServices(ctx context.Context) {
 	r.servicesClosed = true
 	r.servicesOff.Store(true)
 	if r.egress == nil || r.verifierNet().Mode != task.Allowlist {
-		r.closeTunnel()
+		r.closeTunnel(ctx)
 	}
 	if r.ch != nil {
 		stats := r.ch.Stats()
@@ -192,12 +192,12 @@ func (r *run) closeServices(ctx context.Context) {
 
 // closeTunnel ends the tunnel, once: before the verifier, unless the
 // verifier's proxy goes through it; else after.
-func (r *run) closeTunnel() {
+func (r *run) closeTunnel(ctx context.Context) {
 	if r.tun == nil || r.tunClosed {
 		return
 	}
 	r.tunClosed = true
-	if err := r.tun.Close(); err != nil {
+	if err := r.tun.Close(ctx); err != nil {
 		r.cleanupError("close the tunnel", err)
 	}
 	stats := r.tun.Stats()
@@ -211,7 +211,7 @@ func (r *run) removeByLabel(ctx context.Context) {
 		return
 	}
 	for _, res := range left {
-		if res.ID == r.container && res.Kind == runtime.KindContainer {
+		if r.container != nil && res.ID == r.container.ID() && res.Kind == runtime.KindContainer {
 			continue // removed above; a failure there is recorded
 		}
 		if err := r.env.Runtime.Remove(ctx, res); err != nil {

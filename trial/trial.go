@@ -90,10 +90,29 @@ const (
 	ErrHealthcheck     ErrorKind = "HealthcheckError"
 )
 
-// Env is what the trials of a job share: the runtime, the job's relay and
-// gateway, troupe's own binary for the containers, and the phase limits.
+// Backend is what a trial, and the job its trials make up, need of a
+// container backend (runtime/docker, runtime/kubernetes): its name and
+// isolation for the record, images, containers made (the handle does the
+// rest) and found again by label, a resource removed, and the end of a
+// job (EndJob lets go of what the backend holds for the job's trials, a
+// job network). A trial discovers what only some backends can do by type
+// assertion: on the backend, StorageLimit and CommitOnce; on the
+// container, Changes and Sidecars.
+type Backend interface {
+	Name() string
+	Isolation() runtime.Isolation
+	Image(ctx context.Context, spec runtime.ImageSpec) (runtime.Image, error)
+	Create(ctx context.Context, spec runtime.ContainerSpec) (runtime.Container, error)
+	List(ctx context.Context, labels map[string]string) ([]runtime.Resource, error)
+	Remove(ctx context.Context, r runtime.Resource) error
+	EndJob(ctx context.Context, job string) error
+}
+
+// Env is what the trials of a job share: the container backend, the job's
+// relay and gateway, troupe's own binary for the containers, and the
+// phase limits.
 type Env struct {
-	Runtime runtime.Runtime
+	Runtime Backend
 	Relay   *relay.Relay
 	Gateway *llm.Gateway
 	Binary  *runtime.Binary
@@ -218,7 +237,7 @@ type run struct {
 	userPK            string
 	ch                *relay.Channel
 	gw                *llm.Trial
-	container         string
+	container         runtime.Container // nil until created
 	img               runtime.Image
 	workdir           string
 	tun               *tunnel.Tunnel
@@ -417,7 +436,7 @@ func (r *run) execute(ctx context.Context) Reason {
 	if err := provision(); err != nil {
 		return broken(ErrProvision, err)
 	}
-	if err := r.startEgress(); err != nil {
+	if err := r.startEgress(ctx); err != nil {
 		return broken(ErrProvision, err)
 	}
 	if kind, err := r.createContainer(ctx); err != nil {

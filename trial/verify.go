@@ -70,7 +70,7 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 	env := append(envList(r.spec.Task.VerifierEnv), proxyEnv(r.verifierNet())...)
 	// sh runs a test.sh without a shebang as a shell script; with one, exec
 	// honours it.
-	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
+	p, err := r.container.Exec(ctx, runtime.ExecSpec{
 		Cmd: []string{"/bin/sh", "-c", "exec " + testsDir + "/test.sh"}, Env: env, User: r.verifier.Spec(), WorkDir: r.workdir, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil {
@@ -165,7 +165,7 @@ func (r *run) copyLogs(ctx context.Context) error {
 		if asAgents {
 			skipped, err = r.copyOutAs(ctx, src, root, dst, budget)
 		} else {
-			skipped, err = r.env.Runtime.CopyOut(ctx, r.container, src, root, dst, budget)
+			skipped, err = r.container.CopyOut(ctx, src, root, dst, budget)
 		}
 		if err != nil {
 			return false, fmt.Errorf("copy %s out: %w", src, err)
@@ -365,7 +365,7 @@ func (r *run) copyOutAs(ctx context.Context, src string, root *os.Root, dst stri
 	}
 	pr, pw := io.Pipe()
 	var errOut bytes.Buffer
-	p, err := r.env.Runtime.Exec(ctx, r.container, runtime.ExecSpec{
+	p, err := r.container.Exec(ctx, runtime.ExecSpec{
 		Cmd: []string{runtime.BinaryPath, "call", "pack-as", string(arg)}, User: "0:0", Stdout: pw, Stderr: &errOut,
 	})
 	if err != nil {

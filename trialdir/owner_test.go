@@ -18,13 +18,15 @@ import (
 // owner: a transcript line (a received_at field), a members.json line (a
 // struct of exactly id, role, kind and pubkey), a conversation record's
 // block references ($blocks, $prefix, outside llm), a trial file's name
-// spelled as a literal, the message kind 9 compared by number, or the
-// DONE: prefix spelled outside package channel. A second copy is where a
-// writer and a reader come to differ.
+// spelled as a literal, the message kind 9 compared by number, the
+// DONE: prefix spelled outside package channel, or a folder digest's entry
+// (path, NUL, mode, NUL) hashed outside task/taskfs. A second copy is where
+// a writer and a reader come to differ.
 func TestOneOwnerPerFormat(t *testing.T) {
 	owners := map[string]string{ // what → the folder that owns it
 		"transcript line": "trialdir", "members line": "trialdir", "trial file name": "trialdir",
 		"record block reference": "llm", "message kind": "channel", "DONE: prefix": "channel",
+		"folder digest entry": "task/taskfs",
 	}
 	names := []string{Members, Transcript, Audit, "members.json", "transcript.jsonl", "audit.jsonl"}
 	fset := token.NewFileSet()
@@ -85,6 +87,9 @@ func TestOneOwnerPerFormat(t *testing.T) {
 				}
 				if s == "DONE:" {
 					found(n, "DONE: prefix", s)
+				}
+				if s == "%s\x00%o\x00" {
+					found(n, "folder digest entry", strconv.Quote(s))
 				}
 			case *ast.BinaryExpr:
 				sel, ok := n.X.(*ast.SelectorExpr)

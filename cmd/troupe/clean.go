@@ -57,7 +57,15 @@ type binaryCache interface {
 	RemoveBinaryVolumes(ctx context.Context, dryRun bool) ([]string, error)
 }
 
-func runClean(ctx context.Context, out io.Writer, rt runtime.Runtime, opts cleanOptions) error {
+// reaper is what removing dead owners' resources needs of a backend:
+// the owner this process labels with (Reap's self), and troupe's
+// resources, listed and removed.
+type reaper interface {
+	runtime.Cleaner
+	Owner() runtime.Owner
+}
+
+func runClean(ctx context.Context, out io.Writer, rt reaper, opts cleanOptions) error {
 	removed, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{All: opts.all, DryRun: opts.dryRun})
 	verb := "removed"
 	if opts.dryRun {
@@ -85,7 +93,7 @@ func runClean(ctx context.Context, out io.Writer, rt runtime.Runtime, opts clean
 // reapDead removes what dead troupe processes left (troupe run does it when
 // it starts and when its job ends) and says so on stderr; a failure is a
 // warning: the job runs without it.
-func reapDead(ctx context.Context, stderr io.Writer, rt runtime.Runtime) {
+func reapDead(ctx context.Context, stderr io.Writer, rt reaper) {
 	reaped, err := runtime.Reap(ctx, rt, rt.Owner(), runtime.ReapOptions{})
 	if len(reaped) > 0 {
 		fmt.Fprintf(stderr, "removed %d containers or networks left by troupe processes that died\n", len(reaped))

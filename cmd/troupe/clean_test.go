@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
+	"github.com/troupebench/troupe/runtime/staticbin"
 )
 
 // stressCPU keeps n busy loops running, each in a process of its own, until
@@ -57,7 +58,7 @@ func ownedBy(t *testing.T, rt *docker.Docker, pid int) []runtime.Resource {
 func builtTroupe(t *testing.T) (bin string, rt *docker.Docker, config string) {
 	t.Helper()
 	bin = filepath.Join(t.TempDir(), "troupe")
-	if err := runtime.BuildBinary(t.Context(), "../..", bin); err != nil {
+	if err := staticbin.Build(t.Context(), "../..", bin); err != nil {
 		t.Fatal(err)
 	}
 	rt = docker.New("test", nil)
@@ -66,7 +67,7 @@ func builtTroupe(t *testing.T) (bin string, rt *docker.Docker, config string) {
 	}
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	t.Cleanup(func() {
-		if b, err := runtime.LoadBinary(bin); err == nil {
+		if b, err := staticbin.Load(bin); err == nil {
 			rt.RemoveBinaryVolume(context.Background(), b)
 		}
 	})

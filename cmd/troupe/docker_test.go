@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
+	"github.com/troupebench/troupe/runtime/staticbin"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
 )
@@ -66,7 +67,7 @@ func TestInstalledBinaryRunsTrials(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	if _, err := runtime.LoadBinary(bin); !errors.Is(err, runtime.ErrNotStatic) {
+	if _, err := staticbin.Load(bin); !errors.Is(err, staticbin.ErrNotStatic) {
 		t.Fatalf("go build with cgo made a static binary (%v): this test proves nothing", err)
 	}
 	doctor := exec.Command(bin, "doctor")
@@ -178,7 +179,7 @@ func TestHiddenInsideCommands(t *testing.T) {
 // finishes the job without rerunning what finished.
 func TestRunInterruptAndResume(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "troupe")
-	if err := runtime.BuildBinary(t.Context(), "../..", bin); err != nil {
+	if err := staticbin.Build(t.Context(), "../..", bin); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "sigint-job")
@@ -222,7 +223,7 @@ func TestRunInterruptAndResume(t *testing.T) {
 	}
 	defer rt.Close(context.Background())
 	t.Cleanup(func() {
-		if b, err := runtime.LoadBinary(bin); err == nil {
+		if b, err := staticbin.Load(bin); err == nil {
 			if err := rt.RemoveBinaryVolume(context.Background(), b); err != nil {
 				t.Errorf("remove the binary volume: %v", err)
 			}

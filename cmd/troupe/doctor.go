@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/staticbin"
 )
 
 // baseImage is the image troupe's examples and tests build on.
@@ -43,9 +44,17 @@ Each failed check says how to fix it. Exit status 1 when any check fails.`,
 	return cmd
 }
 
+// checker is what troupe doctor needs of a backend: its name, its own
+// checks, and what dead owners left on it.
+type checker interface {
+	reaper
+	Name() string
+	Check(ctx context.Context, image string) []runtime.Check
+}
+
 // runDoctor prints each check of the backend rt (or why it could not be
 // opened) and troupe's own, and returns how many failed.
-func runDoctor(ctx context.Context, out io.Writer, rt runtime.Runtime, openErr error) (failed int) {
+func runDoctor(ctx context.Context, out io.Writer, rt checker, openErr error) (failed int) {
 	report := func(name string, err error, fix string, detail string) {
 		if err != nil {
 			failed++
@@ -74,7 +83,7 @@ func runDoctor(ctx context.Context, out io.Writer, rt runtime.Runtime, openErr e
 	bin, built, berr := selfBinary(ctx)
 	switch {
 	case berr != nil:
-		report("troupe binary", berr, "install troupe with CGO_ENABLED=0 go install "+runtime.Module+"/cmd/troupe@latest", "")
+		report("troupe binary", berr, "install troupe with CGO_ENABLED=0 go install "+staticbin.Module+"/cmd/troupe@latest", "")
 	case built != "":
 		report("troupe binary", nil, "", fmt.Sprintf("this build needs a dynamic loader (cgo); trials use a static copy built from %s: %s", built, bin.Path))
 	default:

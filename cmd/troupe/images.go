@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
+	"github.com/troupebench/troupe/runtime/kubernetes"
 	"github.com/troupebench/troupe/task"
 )
 
@@ -185,7 +186,7 @@ func planImages(paths []string, repo string) ([]envImage, error) {
 			plan = append(plan, envImage{name: t.Name, task: t.Dir, err: errors.New("the trial container has no image: the compose file's main service names no image and no build, and the task has no environment/Dockerfile or docker_image")})
 		}
 		for _, b := range builds {
-			b.ref, b.err = runtime.EnvironmentRef(repo, b.build)
+			b.ref, b.err = kubernetes.EnvironmentRef(repo, b.build)
 			plan = append(plan, b)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
+	"github.com/troupebench/troupe/runtime/kubernetes"
 )
 
 // labelTest marks what these tests create; its value is the test's own.
@@ -94,9 +95,9 @@ func TestPlanImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := filepath.Join(compose, "environment")
-	mainRef, _ := runtime.EnvironmentRef("registry.example.com/troupe", runtime.BuildSpec{Context: env})
-	kvRef, _ := runtime.EnvironmentRef("registry.example.com/troupe", runtime.BuildSpec{Context: filepath.Join(env, "kv"), Dockerfile: "Dockerfile.kv"})
-	bothRef, _ := runtime.EnvironmentRef("registry.example.com/troupe", runtime.BuildSpec{Context: filepath.Join(ds, "both", "environment")})
+	mainRef, _ := kubernetes.EnvironmentRef("registry.example.com/troupe", runtime.BuildSpec{Context: env})
+	kvRef, _ := kubernetes.EnvironmentRef("registry.example.com/troupe", runtime.BuildSpec{Context: filepath.Join(env, "kv"), Dockerfile: "Dockerfile.kv"})
+	bothRef, _ := kubernetes.EnvironmentRef("registry.example.com/troupe", runtime.BuildSpec{Context: filepath.Join(ds, "both", "environment")})
 	var got []string
 	for _, img := range plan {
 		line := img.name + " " + img.ref + " " + img.build.Dockerfile
@@ -180,7 +181,7 @@ func TestImagesBuild(t *testing.T) {
 	writeTask(t, good, "FROM busybox:latest\nLABEL "+labelTest+"="+marker+"\nRUN echo "+marker+" > /built\n", "")
 	writeTask(t, filepath.Join(ds, "image-only"), "", "[environment]\ndocker_image = \"example.invalid/never:1\"\n")
 	write(t, filepath.Join(ds, "broken", "task.toml"), "version = \"1.0\"\n")
-	ref, err := runtime.EnvironmentRef("", runtime.BuildSpec{Context: filepath.Join(good, "environment")})
+	ref, err := kubernetes.EnvironmentRef("", runtime.BuildSpec{Context: filepath.Join(good, "environment")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestImagesBuild(t *testing.T) {
 	}
 
 	code, out, errOut = troupe(t, "images", "build", good, "--repo", "troupe-test.local/"+marker)
-	refInRepo, _ := runtime.EnvironmentRef("troupe-test.local/"+marker, runtime.BuildSpec{Context: filepath.Join(good, "environment")})
+	refInRepo, _ := kubernetes.EnvironmentRef("troupe-test.local/"+marker, runtime.BuildSpec{Context: filepath.Join(good, "environment")})
 	if want := "good  " + refInRepo + "  reused, not pushed (--push pushes it)\n"; code != exitOK || !strings.HasPrefix(out, want) || strings.Contains(out, "kind load") {
 		t.Errorf("again, in another repository: exit %d, want %q\n%s%s", code, want, out, errOut)
 	}
@@ -242,7 +243,7 @@ func TestImagesPushUnreachable(t *testing.T) {
 	removeImages(t, cli, marker)
 	task := filepath.Join(dir, "pushed")
 	writeTask(t, task, "FROM busybox:latest\nLABEL "+labelTest+"="+marker+"\n", "")
-	ref, _ := runtime.EnvironmentRef("127.0.0.1:1/troupe", runtime.BuildSpec{Context: filepath.Join(task, "environment")})
+	ref, _ := kubernetes.EnvironmentRef("127.0.0.1:1/troupe", runtime.BuildSpec{Context: filepath.Join(task, "environment")})
 	code, out, errOut := troupe(t, "images", "build", task, "--repo", "127.0.0.1:1/troupe", "--push")
 	want := "pushed  " + ref + "  failed: docker: push " + ref + ": "
 	if code != exitFailed || !strings.HasPrefix(out, want) || !strings.Contains(out, "127.0.0.1:1") ||

@@ -107,10 +107,10 @@ func startBox(t *testing.T, rt *docker.Docker, host container.HostConfig) *testB
 			t.Errorf("remove the container: %v", err)
 		}
 	})
-	if err := rt.CopyIn(ctx, created.ID, []runtime.File{{Path: runtime.BinaryPath, Data: bin.Data, Mode: 0o755}}); err != nil {
+	if err := rt.Container(created.ID).CopyIn(ctx, []runtime.File{{Path: runtime.BinaryPath, Data: bin.Data, Mode: 0o755}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Start(ctx, created.ID); err != nil {
+	if err := rt.Container(created.ID).Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return &testBox{rt: rt, id: created.ID}
@@ -121,7 +121,7 @@ func startBox(t *testing.T, rt *docker.Docker, host container.HostConfig) *testB
 func (b *testBox) run(t *testing.T, cmd ...string) (stdout, stderr string, code int, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	p, err := b.rt.Exec(t.Context(), b.id, runtime.ExecSpec{Cmd: cmd, Stdout: &out, Stderr: &errOut})
+	p, err := b.rt.Container(b.id).Exec(t.Context(), runtime.ExecSpec{Cmd: cmd, Stdout: &out, Stderr: &errOut})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/kubernetes"
 	"github.com/troupebench/troupe/runtime/kubernetes/kubetest"
+	"github.com/troupebench/troupe/runtime/staticbin"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
 )
@@ -29,10 +30,10 @@ func kubeTroupe(t *testing.T) (string, *kubernetes.Kubernetes) {
 	}
 	ctx := t.Context()
 	bin := filepath.Join(t.TempDir(), "troupe")
-	if err := runtime.BuildBinary(ctx, "../..", bin); err != nil {
+	if err := staticbin.Build(ctx, "../..", bin); err != nil {
 		t.Fatal(err)
 	}
-	b, err := runtime.LoadBinary(bin)
+	b, err := staticbin.Load(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func kubeTroupe(t *testing.T) (string, *kubernetes.Kubernetes) {
 			t.Fatalf("troupe %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	env, err := runtime.EnvironmentRef("", runtime.BuildSpec{Context: "../../examples/tasks/hello-world/environment"})
+	env, err := kubernetes.EnvironmentRef("", runtime.BuildSpec{Context: "../../examples/tasks/hello-world/environment"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ printf one > /logs/one.txt`)
 	for _, src := range []string{"/logs/artifacts", "/logs/artifacts/", "/logs/one.txt", "/logs/artifacts/out"} {
 		t.Run(strings.ReplaceAll(src, "/", "_"), func(t *testing.T) {
 			var packed, errOut bytes.Buffer
-			p, err := rt.Exec(t.Context(), box.id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "call", "pack", src}, Stdout: &packed, Stderr: &errOut})
+			p, err := rt.Container(box.id).Exec(t.Context(), runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "call", "pack", src}, Stdout: &packed, Stderr: &errOut})
 			if err != nil {
 				t.Fatal(err)
 			}

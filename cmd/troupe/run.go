@@ -30,6 +30,7 @@ import (
 	"github.com/troupebench/troupe/personas"
 	"github.com/troupebench/troupe/relay"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/staticbin"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
@@ -591,7 +592,7 @@ var selfBin struct {
 }
 
 // selfBinary finds a static troupe binary for the containers: this one,
-// or one built from troupe's source (runtime.SelfBinary). The source is
+// or one built from troupe's source (staticbin.Self). The source is
 // looked for where this binary was built from (go build, go install and go
 // run record it, unless -trimpath), then above the current folder.
 func selfBinary(ctx context.Context) (*runtime.Binary, string, error) {
@@ -624,12 +625,12 @@ func findSelfBinary(ctx context.Context) (bin *runtime.Binary, built string, err
 			}
 		}
 	}
-	return runtime.SelfBinary(ctx, sources, filepath.Join(cache, "troupe", "bin"))
+	return staticbin.Self(ctx, sources, filepath.Join(cache, "troupe", "bin"))
 }
 
 // forceOnSecondSignal watches for a second interrupt: it then removes the
 // job's containers and exits. The returned function stops the watcher.
-func forceOnSecondSignal(stderr io.Writer, rt runtime.Runtime, jobID string) func() {
+func forceOnSecondSignal(stderr io.Writer, rt runtime.Cleaner, jobID string) func() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	stop := make(chan struct{})

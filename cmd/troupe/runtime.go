@@ -14,6 +14,7 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
 	"github.com/troupebench/troupe/runtime/kubernetes"
+	"github.com/troupebench/troupe/trial"
 )
 
 // runtimes are the container backends --runtime names.
@@ -22,6 +23,19 @@ var runtimes = []string{"docker", "kubernetes"}
 // kubeKeys are the Kubernetes backend's settings: flags, TROUPE_ variables
 // and the config file's kubernetes: section, in that order of precedence.
 var kubeKeys = []string{"kubeconfig", "kube_context", "namespace", "image_repo", "pending_timeout"}
+
+// backend is a container backend as troupe's commands wire it: what a
+// trial and its job need of it (trial.Backend), its life (Open, Close),
+// the owner its resources are labelled with (the reaper's self) and troupe
+// doctor's checks. runtime/docker and runtime/kubernetes implement it;
+// openRuntime picks one, so no command knows a backend's type.
+type backend interface {
+	trial.Backend
+	Open(ctx context.Context) error
+	Close(ctx context.Context) error
+	Owner() runtime.Owner
+	Check(ctx context.Context, image string) []runtime.Check
+}
 
 // runtimeOptions are the settings of a backend that a command gives.
 type runtimeOptions struct {
@@ -71,13 +85,13 @@ func kubernetesConfig(d *yaml11.Decoder, settings map[string]any, dir string) []
 
 // openRuntime makes and opens the backend --runtime names (or
 // TROUPE_RUNTIME, or the config file's runtime).
-func (a *app) openRuntime(ctx context.Context, cmd *cobra.Command, opts runtimeOptions) (runtime.Runtime, error) {
+func (a *app) openRuntime(ctx context.Context, cmd *cobra.Command, opts runtimeOptions) (backend, error) {
 	v, err := a.settings(cmd, append([]string{"runtime"}, kubeKeys...)...)
 	if err != nil {
 		return nil, err
 	}
 	name := v.GetString("runtime")
-	var rt runtime.Runtime
+	var rt backend
 	switch name {
 	case "", "docker":
 		d := docker.New(shortVersion(), nil)

@@ -34,19 +34,20 @@ func BenchmarkContainerLifecycle(b *testing.B) {
 			if withBinary {
 				spec.Entrypoint = []string{runtime.BinaryPath, "init"}
 			}
-			id, err := d.Create(ctx, spec)
+			c, err := d.Create(ctx, spec)
 			if err != nil {
 				b.Fatal(err)
 			}
+			id := c.ID()
 			if withBinary {
-				if err := d.CopyIn(ctx, id, []runtime.File{{Path: runtime.BinaryPath, Data: testBinary.Data, Mode: 0o755}}); err != nil {
+				if err := d.Container(id).CopyIn(ctx, []runtime.File{{Path: runtime.BinaryPath, Data: testBinary.Data, Mode: 0o755}}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			if err := d.Start(ctx, id); err != nil {
+			if err := d.Container(id).Start(ctx); err != nil {
 				b.Fatal(err)
 			}
-			p, err := d.Exec(ctx, id, runtime.ExecSpec{Cmd: []string{"true"}})
+			p, err := d.Container(id).Exec(ctx, runtime.ExecSpec{Cmd: []string{"true"}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -190,7 +191,7 @@ func ncThroughTunnel(b *testing.B, addr string) (io.Writer, io.Reader, func()) {
 		return dl.DialContext(ctx, "tcp", addr)
 	})
 	pr, pw := io.Pipe()
-	p, err := d.Exec(context.Background(), id, runtime.ExecSpec{Cmd: []string{"nc", "127.0.0.1", "3600"}, Stdin: true, Stdout: pw})
+	p, err := d.Container(id).Exec(context.Background(), runtime.ExecSpec{Cmd: []string{"nc", "127.0.0.1", "3600"}, Stdin: true, Stdout: pw})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -226,13 +227,14 @@ func BenchmarkHostFence(b *testing.B) {
 			}
 		}
 	})
-	id, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sh", "-c", "mkdir -p /app && echo x > /app/a && sleep 600"},
+	c, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sh", "-c", "mkdir -p /app && echo x > /app/a && sleep 600"},
 		Labels: map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "bench-diff"}})
 	if err != nil {
 		b.Fatal(err)
 	}
+	id := c.ID()
 	b.Cleanup(func() { d.Remove(context.Background(), runtime.Resource{Kind: runtime.KindContainer, ID: id}) })
-	if err := d.Start(ctx, id); err != nil {
+	if err := d.Container(id).Start(ctx); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("inspect", func(b *testing.B) {
@@ -244,7 +246,7 @@ func BenchmarkHostFence(b *testing.B) {
 	})
 	b.Run("diff", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := d.Changes(ctx, id); err != nil {
+			if _, err := d.Container(id).Changes(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -91,8 +91,9 @@ func (d *Docker) fillBinaryVolume(ctx context.Context, name string, bin *runtime
 	if err != nil {
 		return fmt.Errorf("docker: fill binary volume: %w", err)
 	}
-	copyErr := d.CopyIn(ctx, resp.ID, []runtime.File{{Path: runtime.BinaryPath, Data: bin.Data, Mode: 0o755}})
-	rmErr := d.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: resp.ID})
+	helper := d.Container(resp.ID)
+	copyErr := helper.CopyIn(ctx, []runtime.File{{Path: runtime.BinaryPath, Data: bin.Data, Mode: 0o755}})
+	rmErr := helper.Remove(ctx)
 	if err := errors.Join(copyErr, rmErr); err != nil {
 		return fmt.Errorf("docker: fill binary volume %s: %w", name, err)
 	}

@@ -47,13 +47,13 @@ func (d *Docker) Check(ctx context.Context, image string) []runtime.Check {
 func (d *Docker) tryContainer(ctx context.Context, image string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	id, err := d.Create(ctx, runtime.ContainerSpec{Image: image, Entrypoint: []string{"true"}, Labels: map[string]string{runtime.LabelTrial: "doctor"}})
+	c, err := d.Create(ctx, runtime.ContainerSpec{Image: image, Entrypoint: []string{"true"}, Labels: map[string]string{runtime.LabelTrial: "doctor"}})
 	if err != nil {
 		return err
 	}
-	defer d.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id})
-	wait, errs := d.cli.ContainerWait(ctx, id, container.WaitConditionNextExit)
-	if err := d.Start(ctx, id); err != nil {
+	defer c.Remove(ctx)
+	wait, errs := d.cli.ContainerWait(ctx, c.ID(), container.WaitConditionNextExit)
+	if err := c.Start(ctx); err != nil {
 		return err
 	}
 	select {

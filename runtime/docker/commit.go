@@ -36,13 +36,13 @@ var containerOnly = []string{labelNetwork, labelJobNetwork, labelServices, label
 // CommitOnce returns the image committed for spec: one per base image ID
 // and key, tagged troupe-stack:<key>. When there is none (or, with
 // Rebuild, this process has not made it yet), it calls run, which makes a
-// container from spec.Base and returns its id, and commits that container
-// (paused, if it runs): its configuration stays the base image's. run's
-// container is the caller's to remove. One call per image runs at a time,
+// container of this engine from spec.Base and returns it, and commits that
+// container (paused, if it runs): its configuration stays the base
+// image's. run's container is the caller's to remove. One call per image runs at a time,
 // as builds do; the image it replaces under the tag is removed when
 // nothing else holds it. made says whether run was called and its
 // container committed.
-func (d *Docker) CommitOnce(ctx context.Context, spec runtime.CommitSpec, run func(context.Context) (string, error)) (img runtime.Image, made bool, err error) {
+func (d *Docker) CommitOnce(ctx context.Context, spec runtime.CommitSpec, run func(context.Context) (runtime.Container, error)) (img runtime.Image, made bool, err error) {
 	base, err := d.cli.ImageInspect(ctx, spec.Base)
 	if err != nil {
 		return runtime.Image{}, false, fmt.Errorf("docker: inspect image %s: %w", spec.Base, err)
@@ -69,10 +69,11 @@ func (d *Docker) CommitOnce(ctx context.Context, spec runtime.CommitSpec, run fu
 		return describe(tag, old), false, nil
 	}
 
-	id, err := run(ctx)
+	ctr, err := run(ctx)
 	if err != nil {
 		return runtime.Image{}, false, err
 	}
+	id := ctr.ID()
 	labels := d.labels(spec.Labels)
 	labels[LabelBaseImage], labels[LabelCommitKey], labels[LabelCacheKey] = base.ID, spec.Key, key
 	for _, l := range containerOnly {

@@ -18,17 +18,18 @@ func started(t *testing.T, d *Docker, image string) (id string, remove func()) {
 	t.Helper()
 	ctx := context.Background()
 	labels := map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "t-" + strings.ReplaceAll(t.Name(), "/", "-")}
-	id, err := d.Create(ctx, runtime.ContainerSpec{Image: image, Entrypoint: []string{runtime.BinaryPath, "init"}, Binary: testBinary, Labels: labels, Pids: 512})
+	c, err := d.Create(ctx, runtime.ContainerSpec{Image: image, Entrypoint: []string{runtime.BinaryPath, "init"}, Binary: testBinary, Labels: labels, Pids: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
+	id = c.ID()
 	remove = func() {
 		if err := d.Remove(context.Background(), runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
 			t.Errorf("remove: %v", err)
 		}
 	}
 	t.Cleanup(remove)
-	if err := d.Start(ctx, id); err != nil {
+	if err := d.Container(id).Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return id, remove
@@ -37,15 +38,15 @@ func started(t *testing.T, d *Docker, image string) (id string, remove func()) {
 // installer returns a run function for CommitOnce that makes a container
 // of the base the way a trial's install does, writes /installed in it, and
 // counts its calls. Its containers are removed when the test ends.
-func installer(t *testing.T, d *Docker, content string) (func(context.Context) (string, error), *atomic.Int32) {
+func installer(t *testing.T, d *Docker, content string) (func(context.Context) (runtime.Container, error), *atomic.Int32) {
 	var calls atomic.Int32
-	return func(ctx context.Context) (string, error) {
+	return func(ctx context.Context) (runtime.Container, error) {
 		calls.Add(1)
 		id, _ := started(t, d, testImage)
 		if out, code := shell(t, d, id, "printf '%s' '"+content+"' > /installed"); code != 0 {
-			return id, errors.New(out)
+			return d.Container(id), errors.New(out)
 		}
-		return id, nil
+		return d.Container(id), nil
 	}, &calls
 }
 
@@ -125,7 +126,7 @@ func TestCommitOnce(t *testing.T) {
 	}
 
 	// A failing install makes nothing, and is said so.
-	fail := func(ctx context.Context) (string, error) { return "", errors.New("the script exited 3") }
+	fail := func(ctx context.Context) (runtime.Container, error) { return nil, errors.New("the script exited 3") }
 	other := spec
 	other.Key += "-failing"
 	if _, made, err := d.CommitOnce(ctx, other, fail); err == nil || made || err.Error() != "the script exited 3" {

@@ -218,26 +218,39 @@ func (d *Docker) removeServices(ctx context.Context, ids []string, netID string)
 	return errors.Join(errs...)
 }
 
-// Sidecars lists the services started with trial container id, in the
+// Sidecars lists the services started with the trial container, in the
 // order they started, and whether each still runs: a trial sweeps each
 // before its verifier.
-func (d *Docker) Sidecars(ctx context.Context, id string) ([]runtime.Sidecar, error) {
-	info, err := d.cli.ContainerInspect(ctx, id)
+func (c *Container) Sidecars(ctx context.Context) ([]runtime.Sidecar, error) {
+	info, err := c.d.cli.ContainerInspect(ctx, c.id)
 	if err != nil {
-		return nil, fmt.Errorf("docker: list the services of %s: %w", short(id), err)
+		return nil, fmt.Errorf("docker: list the services of %s: %w", short(c.id), err)
 	}
 	var out []runtime.Sidecar
 	for sid := range strings.SplitSeq(info.Config.Labels[labelServices], ",") {
 		if sid == "" {
 			continue
 		}
-		svc, err := d.cli.ContainerInspect(ctx, sid)
+		svc, err := c.d.cli.ContainerInspect(ctx, sid)
 		if err != nil {
 			return out, fmt.Errorf("docker: service container %s: %w", short(sid), err)
 		}
-		out = append(out, runtime.Sidecar{Name: svc.Config.Labels[LabelService], ID: sid, Running: svc.State != nil && svc.State.Running})
+		out = append(out, runtime.Sidecar{Name: svc.Config.Labels[LabelService], ID: sid, Running: svc.State != nil && svc.State.Running,
+			Container: c.d.Container(sid)})
 	}
 	return out, nil
+}
+
+// join puts the trial container on the services' network, as "main", and
+// labels it with them, so that removing it removes them; it returns the
+// endpoint to create the container with.
+func (s *services) join(labels map[string]string, host *container.HostConfig) *network.NetworkingConfig {
+	labels[labelServiceNetwork] = s.netID
+	labels[labelServices] = strings.Join(s.list(), ",")
+	// The services' network first: names resolve there before the job's
+	// network, where trials cannot reach each other.
+	host.NetworkMode = container.NetworkMode(s.netName)
+	return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.netName: {Aliases: []string{mainAlias}}}}
 }
 
 // list is the services' container ids, in the order they started.

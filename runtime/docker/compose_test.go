@@ -41,20 +41,20 @@ func TestServices(t *testing.T) {
 			id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{
 				Network: mode, Labels: label, Services: sidecars(),
 				DependsOn: []runtime.Dependency{{Service: "web", Condition: runtime.DependStarted}},
-			})
+			}).ID()
 			if time.Since(start) < time.Second {
 				t.Errorf("created in %s: it did not wait for db to be healthy", time.Since(start))
 			}
 			get := func() (string, int) {
-				out, code, _ := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", "timeout 5 wget -qO- http://web:8080/"}})
+				out, code, _ := runtimetest.Exec(t, d.Container(id), runtime.ExecSpec{Cmd: []string{"sh", "-c", "timeout 5 wget -qO- http://web:8080/"}})
 				return out, code
 			}
 			if out, code := get(); code != 0 || strings.TrimSpace(out) != "hello-from-web" {
-				dbg, _, _ := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", "nslookup web; ip -4 addr; ip route"}})
+				dbg, _, _ := runtimetest.Exec(t, d.Container(id), runtime.ExecSpec{Cmd: []string{"sh", "-c", "nslookup web; ip -4 addr; ip route"}})
 				t.Errorf("main to web: exit %d %q\n%s", code, out, dbg)
 			}
 			if mode == runtime.NetworkBridge {
-				if err := d.SetOnline(ctx, id, false); err != nil {
+				if err := d.Container(id).SetOnline(ctx, false); err != nil {
 					t.Fatal(err)
 				}
 				if out, code := get(); code != 0 {
@@ -121,9 +121,9 @@ func TestServiceFailures(t *testing.T) {
 			}
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
-			id, err := d.Create(cctx, spec)
+			ctr, err := d.Create(cctx, spec)
 			if err == nil {
-				d.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id})
+				ctr.Remove(ctx)
 				t.Fatal("created")
 			}
 			if !strings.Contains(err.Error(), c.want) {
@@ -147,8 +147,8 @@ func TestServiceLimitsAndSweep(t *testing.T) {
 	id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{
 		Labels: label, Binary: testBinary, Entrypoint: []string{runtime.BinaryPath, "init"},
 		Services: []runtime.ServiceSpec{{Name: "svc", Image: testImage, Cmd: []string{"sleep", "3600"}, CPUs: 0.5, MemoryMB: 64, Pids: 32}},
-	})
-	sidecars, err := d.Sidecars(ctx, id)
+	}).ID()
+	sidecars, err := d.Container(id).Sidecars(ctx)
 	if err != nil || len(sidecars) != 1 || sidecars[0].Name != "svc" || !sidecars[0].Running {
 		t.Fatalf("sidecars %+v: %v", sidecars, err)
 	}
@@ -165,13 +165,13 @@ func TestServiceLimitsAndSweep(t *testing.T) {
 		t.Errorf("sidecar mounts %+v: want troupe's binary, read-only", hc.Mounts)
 	}
 
-	base, code, err := runtimetest.Exec(t, d, svc, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--list"}, User: "0:0"})
+	base, code, err := runtimetest.Exec(t, d.Container(svc), runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--list"}, User: "0:0"})
 	if err != nil || code != 0 {
 		t.Fatalf("sweep --list: %d %v %s", code, err, base)
 	}
 	shell(t, d, svc, `setsid sh -c 'trap "" TERM; while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 & exit 0`)
 	var out, errOut bytes.Buffer
-	p, err := d.Exec(ctx, svc, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--service", "--grace", "500ms"}, User: "0:0", Stdin: true, Stdout: &out, Stderr: &errOut})
+	p, err := d.Container(svc).Exec(ctx, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--service", "--grace", "500ms"}, User: "0:0", Stdin: true, Stdout: &out, Stderr: &errOut})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestServiceLimitsAndSweep(t *testing.T) {
 		}
 	}
 	// On the trial container, the service sweep refuses: its sweep is troupe sweep.
-	if _, code, _ := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--list"}, User: "0:0"}); code == 0 {
+	if _, code, _ := runtimetest.Exec(t, d.Container(id), runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--list"}, User: "0:0"}); code == 0 {
 		t.Error("sweep --list ran in the trial container")
 	}
 }

@@ -1,18 +1,17 @@
 // Package docker runs trial containers on a Docker Engine through its API
-// (negotiating down to the engine's version, 1.41 on Docker 20.10). It
-// implements runtime.Runtime.
+// (negotiating down to the engine's version, 1.41 on Docker 20.10): Docker
+// is the backend (images, the job's network, the reaper's list and
+// remove, troupe doctor's checks) and Container the handle of one of its
+// containers, a runtime.Container.
 package docker
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -66,7 +65,7 @@ type Docker struct {
 	storage storageProbe
 }
 
-var _ runtime.Runtime = (*Docker)(nil)
+var _ runtime.Cleaner = (*Docker)(nil)
 
 // Name is "docker".
 func (d *Docker) Name() string { return "docker" }
@@ -158,12 +157,68 @@ func nameFor(labels map[string]string) string {
 	return "troupe-" + base + "-" + randomSuffix()
 }
 
-// Create creates a container, with no network unless the spec asks for one;
-// a bridge network is created for it alone, labelled like it. Services are
+// Create creates a container, not started, with no network unless the
+// spec asks for one: then it joins its job's network. Services are
 // started first, on an internal network the container joins as "main".
-func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string, error) {
+// A failed or cancelled Create removes what it made.
+func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (runtime.Container, error) {
 	labels := d.labels(spec.Labels)
 	name := nameFor(labels)
+	host, err := d.hostConfig(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	netConfig, err := d.joinNetwork(ctx, spec, labels, host)
+	if err != nil {
+		return nil, err
+	}
+	// undo removes what Create made when it fails.
+	var svcs *services
+	undo := func(err error) error {
+		// A cancelled Create still removes what it made.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
+		defer cancel()
+		if svcs != nil {
+			err = errors.Join(err, d.removeServices(ctx, svcs.list(), svcs.netID))
+		}
+		if cerrdefs.IsNotFound(err) && labels[labelJobNetwork] != "" {
+			d.forget(labels[runtime.LabelJob], labels[labelNetwork])
+		}
+		return err
+	}
+	if len(spec.Services) > 0 {
+		if svcs, err = d.startServices(ctx, name, labels, spec, labels[labelJobNetwork]); err != nil {
+			return nil, undo(err)
+		}
+		netConfig = svcs.join(labels, host)
+	}
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Entrypoint: spec.Entrypoint,
+		Cmd:        spec.Cmd,
+		Env:        spec.Env,
+		WorkingDir: spec.WorkDir,
+		User:       spec.User,
+		Labels:     labels,
+		StopSignal: "SIGTERM",
+	}
+	resp, err := d.cli.ContainerCreate(ctx, cfg, host, netConfig, nil, name)
+	if err != nil {
+		return nil, undo(fmt.Errorf("docker: create container from %s: %w", spec.Image, err))
+	}
+	if svcs != nil && labels[labelJobNetwork] != "" {
+		// The engine (API 1.41) attaches one network at create.
+		if err := d.cli.NetworkConnect(ctx, labels[labelNetwork], resp.ID, nil); err != nil {
+			err = fmt.Errorf("docker: connect the trial container to the internet: %w", err)
+			return nil, undo(errors.Join(err, d.removeContainer(ctx, resp.ID)))
+		}
+	}
+	return d.Container(resp.ID), nil
+}
+
+// hostConfig is how the engine runs a trial container: its limits, no
+// privileges gained, troupe's binary mounted read-only, no network yet.
+func (d *Docker) hostConfig(ctx context.Context, spec runtime.ContainerSpec) (*container.HostConfig, error) {
 	host := &container.HostConfig{
 		NetworkMode: container.NetworkMode(runtime.NetworkNone),
 		// A process cannot gain privileges (setuid) that it was not started
@@ -184,162 +239,40 @@ func (d *Docker) Create(ctx context.Context, spec runtime.ContainerSpec) (string
 	if spec.Binary != nil {
 		m, err := d.binaryMount(ctx, spec.Binary, spec.Image)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		host.Mounts = append(host.Mounts, m)
 	}
+	return host, nil
+}
+
+// joinNetwork gives the container its job's internet network when the
+// spec asks for NetworkBridge (the host fenced first, as for any network
+// of trials), labelling it with the network, and returns the endpoint to
+// create it with; nil is none.
+func (d *Docker) joinNetwork(ctx context.Context, spec runtime.ContainerSpec, labels map[string]string, host *container.HostConfig) (*network.NetworkingConfig, error) {
 	if spec.Network == runtime.NetworkBridge || len(spec.Services) > 0 {
 		// A bridge's gateway is an address of the host: fenced first.
 		if err := d.fenceHost(ctx, spec.Image, spec.Binary); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
-	var netConfig *network.NetworkingConfig
 	switch spec.Network {
 	case "", runtime.NetworkNone:
+		return nil, nil
 	case runtime.NetworkBridge:
 		n, err := d.jobNetwork(ctx, labels[runtime.LabelJob])
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		labels[labelNetwork], labels[labelJobNetwork] = n.id, n.name
 		host.NetworkMode = container.NetworkMode(n.name)
-		netConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{n.name: {}}}
-	default:
-		return "", fmt.Errorf("docker: network mode %q is not %s or %s", spec.Network, runtime.NetworkNone, runtime.NetworkBridge)
+		return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{n.name: {}}}, nil
 	}
-	// undo removes what Create made when it fails.
-	var svcs *services
-	undo := func(err error) error {
-		// A cancelled Create still removes what it made.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
-		defer cancel()
-		if svcs != nil {
-			err = errors.Join(err, d.removeServices(ctx, svcs.list(), svcs.netID))
-		}
-		if cerrdefs.IsNotFound(err) && labels[labelJobNetwork] != "" {
-			d.forget(labels[runtime.LabelJob], labels[labelNetwork])
-		}
-		return err
-	}
-	if len(spec.Services) > 0 {
-		ownNet := labels[labelJobNetwork]
-		var err error
-		if svcs, err = d.startServices(ctx, name, labels, spec, ownNet); err != nil {
-			return "", undo(err)
-		}
-		labels[labelServiceNetwork] = svcs.netID
-		labels[labelServices] = strings.Join(svcs.list(), ",")
-		// The services' network first: names resolve there before the
-		// job's network, where trials cannot reach each other.
-		host.NetworkMode = container.NetworkMode(svcs.netName)
-		netConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{svcs.netName: {Aliases: []string{mainAlias}}}}
-	}
-	cfg := &container.Config{
-		Image:      spec.Image,
-		Entrypoint: spec.Entrypoint,
-		Cmd:        spec.Cmd,
-		Env:        spec.Env,
-		WorkingDir: spec.WorkDir,
-		User:       spec.User,
-		Labels:     labels,
-		StopSignal: "SIGTERM",
-	}
-	resp, err := d.cli.ContainerCreate(ctx, cfg, host, netConfig, nil, name)
-	if err != nil {
-		return "", undo(fmt.Errorf("docker: create container from %s: %w", spec.Image, err))
-	}
-	if svcs != nil && labels[labelJobNetwork] != "" {
-		// The engine (API 1.41) attaches one network at create.
-		if err := d.cli.NetworkConnect(ctx, labels[labelNetwork], resp.ID, nil); err != nil {
-			err = fmt.Errorf("docker: connect the trial container to the internet: %w", err)
-			return "", undo(errors.Join(err, d.removeContainer(ctx, resp.ID)))
-		}
-	}
-	return resp.ID, nil
-}
-
-// Start starts a created container.
-func (d *Docker) Start(ctx context.Context, id string) error {
-	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
-		return fmt.Errorf("docker: start container %s: %w", short(id), err)
-	}
-	return nil
-}
-
-// SetOnline connects the container to the network Create made for it, or
-// disconnects it; either is a no-op when it already is so. A container
-// created without a network cannot be given one.
-func (d *Docker) SetOnline(ctx context.Context, id string, online bool) error {
-	info, err := d.cli.ContainerInspect(ctx, id)
-	if err != nil {
-		return fmt.Errorf("docker: set the network of %s: %w", short(id), err)
-	}
-	netID := info.Config.Labels[labelNetwork]
-	if netID == "" {
-		return fmt.Errorf("docker: container %s was created without a network of its own (runtime.NetworkBridge): it cannot be put online", short(id))
-	}
-	// A container not yet started lists its network by name, its
-	// endpoint's ids still empty.
-	netName := cmp.Or(info.Config.Labels[labelJobNetwork], strings.TrimPrefix(info.Name, "/"))
-	attached := false
-	if info.NetworkSettings != nil {
-		for name, ep := range info.NetworkSettings.Networks {
-			attached = attached || ep.NetworkID == netID || name == netName
-		}
-	}
-	switch {
-	case online && !attached:
-		err = d.cli.NetworkConnect(ctx, netID, id, nil)
-	case !online && attached:
-		err = d.cli.NetworkDisconnect(ctx, netID, id, true)
-	}
-	if err != nil {
-		return fmt.Errorf("docker: put container %s %s: %w", short(id), map[bool]string{true: "online", false: "offline"}[online], err)
-	}
-	return nil
+	return nil, fmt.Errorf("docker: network mode %q is not %s or %s", spec.Network, runtime.NetworkNone, runtime.NetworkBridge)
 }
 
 func short(id string) string { return id[:min(12, len(id))] }
-
-// CopyIn writes files into a container as one tar stream, with owner and
-// mode in the tar headers (the engine keeps them; CopyUIDGID would look the
-// numeric users up and fail). Missing parent folders are created, owned by
-// root.
-func (d *Docker) CopyIn(ctx context.Context, id string, files []runtime.File) error {
-	pr, pw := io.Pipe()
-	var wg sync.WaitGroup
-	var writeErr error
-	wg.Go(func() {
-		writeErr = runtime.WriteTar(pw, files)
-		pw.CloseWithError(writeErr)
-	})
-	err := d.cli.CopyToContainer(ctx, id, "/", pr, container.CopyToContainerOptions{})
-	pr.CloseWithError(errors.New("copy ended")) // unblocks the writer if the engine stopped reading
-	wg.Wait()
-	if err != nil {
-		return fmt.Errorf("docker: copy %d files into %s: %w", len(files), short(id), err)
-	}
-	if writeErr != nil && !errors.Is(writeErr, io.ErrClosedPipe) {
-		return fmt.Errorf("docker: copy into %s: %w", short(id), writeErr)
-	}
-	return nil
-}
-
-// CopyOut copies src out of the container into dst under dstPath: the
-// engine's archive of src, extracted by runtime.ExtractTar.
-func (d *Docker) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string, limit int64) (skipped []string, err error) {
-	rc, _, err := d.cli.CopyFromContainer(ctx, id, src)
-	if err != nil {
-		return nil, fmt.Errorf("docker: copy %s out of %s: %w", src, short(id), err)
-	}
-	defer rc.Close()
-	skipped, err = runtime.ExtractTar(rc, src, dst, dstPath, limit)
-	if err != nil {
-		return skipped, fmt.Errorf("docker: copy %s out of %s: %w", src, short(id), err)
-	}
-	return skipped, nil
-}
 
 // Remove removes a container (by force, with its anonymous volumes, then its
 // own network) or a network. It is bounded by RemoveTimeout and runs even if
@@ -436,27 +369,6 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]runtime.
 	}
 	for _, n := range networks {
 		out = append(out, runtime.Resource{Kind: KindNetwork, ID: n.ID, Name: n.Name, Labels: n.Labels, Created: n.Created})
-	}
-	return out, nil
-}
-
-// Changes lists what differs in a container's filesystem from its image
-// (the engine's diff; mounts, troupe's binary among them, are not in it).
-func (d *Docker) Changes(ctx context.Context, id string) ([]runtime.Change, error) {
-	list, err := d.cli.ContainerDiff(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("docker: diff container %s against its image: %w", short(id), err)
-	}
-	out := make([]runtime.Change, 0, len(list))
-	for _, c := range list {
-		kind := runtime.ChangeModified
-		switch c.Kind {
-		case container.ChangeAdd:
-			kind = runtime.ChangeAdded
-		case container.ChangeDelete:
-			kind = runtime.ChangeDeleted
-		}
-		out = append(out, runtime.Change{Path: c.Path, Kind: kind})
 	}
 	return out, nil
 }

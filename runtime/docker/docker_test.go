@@ -141,19 +141,20 @@ func trialContainer(t testing.TB, d *Docker) string {
 	t.Helper()
 	ctx := context.Background()
 	labels := map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "t-" + strings.ReplaceAll(t.Name(), "/", "-")}
-	id, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{runtime.BinaryPath, "init"}, Labels: labels, Pids: 512})
+	c, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{runtime.BinaryPath, "init"}, Labels: labels, Pids: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := c.ID()
 	t.Cleanup(func() {
 		if err := d.Remove(context.Background(), runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
 			t.Errorf("remove: %v", err)
 		}
 	})
-	if err := d.CopyIn(ctx, id, []runtime.File{{Path: runtime.BinaryPath, Data: testBinary.Data, Mode: 0o755}}); err != nil {
+	if err := d.Container(id).CopyIn(ctx, []runtime.File{{Path: runtime.BinaryPath, Data: testBinary.Data, Mode: 0o755}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Start(ctx, id); err != nil {
+	if err := d.Container(id).Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -161,7 +162,7 @@ func trialContainer(t testing.TB, d *Docker) string {
 
 func shell(t testing.TB, d *Docker, id, script string) (string, int) {
 	t.Helper()
-	out, code, err := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", script}})
+	out, code, err := runtimetest.Exec(t, d.Container(id), runtime.ExecSpec{Cmd: []string{"sh", "-c", script}})
 	if err != nil {
 		t.Fatalf("%s: %v", script, err)
 	}
@@ -204,11 +205,11 @@ var trialListens = []tunnel.Listen{{Addr: "127.0.0.1:3600", Name: "relay"}, {Add
 
 func openTunnel(t testing.TB, d *Docker, id string, dial tunnel.Dialer) *tunnel.Tunnel {
 	t.Helper()
-	tun, err := tunnel.Open(context.Background(), d, id, runtime.BinaryPath, trialListens, dial, tunnel.Options{})
-	if err != nil {
+	tun := tunnel.New(d.Container(id), runtime.BinaryPath, trialListens, dial, tunnel.Options{})
+	if err := tun.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { tun.Close() })
+	t.Cleanup(func() { tun.Close(context.Background()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tun.WaitReady(ctx); err != nil {
@@ -257,7 +258,7 @@ func TestTunnel(t *testing.T) {
 	if code != 0 || strings.Count(out, "hello through the tunnel") != 8 {
 		t.Errorf("parallel requests: %q", out)
 	}
-	if err := tun.Close(); err != nil {
+	if err := tun.Close(t.Context()); err != nil {
 		t.Errorf("close tunnel: %v", err)
 	}
 	if out, code := shell(t, d, id, "timeout 3 wget -qO- http://127.0.0.1:3601/ 2>&1"); code == 0 || !strings.Contains(out, "Connection refused") {
@@ -308,7 +309,7 @@ exit 0`)
 	}
 	// troupe sweep in an exec of its own (the way when the tunnel is gone)
 	// spares only PID 1 and itself.
-	execOut, code, err := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--grace", "1s"}})
+	execOut, code, err := runtimetest.Exec(t, d.Container(id), runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--grace", "1s"}})
 	if err != nil || code != 0 || json.Unmarshal([]byte(execOut), &rep) != nil {
 		t.Fatalf("troupe sweep: %d %v %s", code, err, execOut)
 	}
@@ -334,7 +335,7 @@ func TestSweepEndsForkChains(t *testing.T) {
 	for round := range 5 {
 		shell(t, d, id, `for i in 1 2 3 4 5 6 7 8; do sh /chain.sh >/dev/null 2>&1; done; exit 0`)
 		time.Sleep(100 * time.Millisecond)
-		out, code, err := runtimetest.Exec(t, d, id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--grace", "200ms"}})
+		out, code, err := runtimetest.Exec(t, d.Container(id), runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "sweep", "--grace", "200ms"}})
 		var rep inside.Report
 		if err != nil || code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
 			t.Fatalf("round %d: troupe sweep: %d %v %s", round, code, err, out)
@@ -409,7 +410,7 @@ func TestImage(t *testing.T) {
 	if imgs[0].WorkDir != "/srv/task" {
 		t.Errorf("the image's working folder is %q, want /srv/task", imgs[0].WorkDir)
 	}
-	id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Image: tags[0]})
+	id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Image: tags[0]}).ID()
 	if out, _ := shell(t, d, id, "cat /built"); strings.TrimSpace(out) != marker {
 		t.Errorf("built image holds %q", out)
 	}
@@ -439,7 +440,7 @@ func TestBridgeNetwork(t *testing.T) {
 	var ids []string
 	for _, trial := range []string{"bridge-a", "bridge-b"} {
 		id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Network: runtime.NetworkBridge, Labels: map[string]string{runtime.LabelJob: job, runtime.LabelTrial: trial},
-			Entrypoint: []string{"sh", "-c", "mkdir -p /w && echo hi > /w/index.html && exec httpd -f -p 8080 -h /w"}})
+			Entrypoint: []string{"sh", "-c", "mkdir -p /w && echo hi > /w/index.html && exec httpd -f -p 8080 -h /w"}}).ID()
 		ids = append(ids, id)
 	}
 	nets, _ := d.List(ctx, map[string]string{runtime.LabelJob: job})
@@ -491,11 +492,12 @@ func reaperChild() {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	id, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sleep", "600"}, Labels: map[string]string{runtime.LabelJob: os.Getenv(reaperChildEnv), runtime.LabelTrial: "orphan"}})
+	c, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sleep", "600"}, Labels: map[string]string{runtime.LabelJob: os.Getenv(reaperChildEnv), runtime.LabelTrial: "orphan"}})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
+	id := c.ID()
 	fmt.Println("created", id)
 	select {}
 }
@@ -544,11 +546,12 @@ func TestRemoveTogether(t *testing.T) {
 	d := newDocker(t)
 	ctx := context.Background()
 	for round := range 3 {
-		id, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sleep", "600"}, Labels: map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "remove-together"}})
+		c, err := d.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{"sleep", "600"}, Labels: map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "remove-together"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Start(ctx, id); err != nil {
+		id := c.ID()
+		if err := d.Container(id).Start(ctx); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -574,12 +577,12 @@ func TestRemoveTogether(t *testing.T) {
 
 func TestCopyOutRefusesEscapes(t *testing.T) {
 	d := newDocker(t)
-	id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{})
+	id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{}).ID()
 	shell(t, d, id, "mkdir -p /out && echo x > /out/ok && ln -s / /out/root")
 	dir := t.TempDir()
 	root, _ := os.OpenRoot(dir)
 	defer root.Close()
-	skipped, err := d.CopyOut(context.Background(), id, "/out", root, "../escape", 0)
+	skipped, err := d.Container(id).CopyOut(context.Background(), "/out", root, "../escape", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +599,7 @@ func TestBinaryVolume(t *testing.T) {
 	d := newDocker(t)
 	for i := range 2 {
 		start := time.Now()
-		id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Image: testImage, Entrypoint: []string{runtime.BinaryPath, "init"}, Binary: testBinary})
+		id := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Image: testImage, Entrypoint: []string{runtime.BinaryPath, "init"}, Binary: testBinary}).ID()
 		if i == 1 && time.Since(start) > 5*time.Second {
 			t.Errorf("the second container took %s: the volume was filled again?", time.Since(start))
 		}

@@ -2,129 +2,69 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/execstream"
 )
 
-// errDetached is the exit error of a process that Close stopped following.
-var errDetached = errors.New("stopped following the process before it exited")
-
-// process follows one exec: a goroutine demultiplexes its output to the
-// caller's writers until the stream ends, which is the process's exit.
-type process struct {
-	d      *Docker
-	execID string
-	cmd    []string
-	att    types.HijackedResponse
-	stdin  io.WriteCloser
-	done   chan struct{}
-	wg     sync.WaitGroup
-	head   runtime.OutputHead
-
-	closeOnce sync.Once
-	detached  atomic.Bool // Close stopped following before the stream ended
-
-	code int
-	err  error
-}
-
-var _ runtime.Process = (*process)(nil)
-
-// Exec runs a process in a started container with its output attached.
-func (d *Docker) Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error) {
-	created, err := d.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
+// Exec runs a process in the started container with its output attached:
+// the engine's multiplexed stream is demultiplexed to the spec's writers
+// until it ends, which is the process's exit.
+func (c *Container) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Process, error) {
+	created, err := c.d.cli.ContainerExecCreate(ctx, c.id, container.ExecOptions{
 		Cmd: spec.Cmd, Env: spec.Env, User: spec.User, WorkingDir: spec.WorkDir,
 		AttachStdin: spec.Stdin, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("docker: exec %s in %s: %w", strings.Join(spec.Cmd, " "), short(id), err)
+		return nil, fmt.Errorf("docker: exec %s in %s: %w", strings.Join(spec.Cmd, " "), short(c.id), err)
 	}
-	att, err := d.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	att, err := c.d.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("docker: attach to exec in %s: %w", short(id), err)
+		return nil, fmt.Errorf("docker: attach to exec in %s: %w", short(c.id), err)
 	}
-	p := &process{d: d, execID: created.ID, cmd: spec.Cmd, att: att, done: make(chan struct{})}
+	var stdin io.WriteCloser
 	if spec.Stdin {
-		p.stdin = &stdinWriter{att: att}
+		stdin = &stdinWriter{att: att}
 	}
-	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
-	p.wg.Go(func() {
-		defer close(p.done)
-		_, copyErr := stdcopy.StdCopy(io.MultiWriter(stdout, &p.head), io.MultiWriter(stderr, &p.head), att.Reader)
-		p.finish(copyErr)
-	})
+	p := execstream.New(stdin)
+	p.Follow(spec.Stdout, spec.Stderr, func(stdout, stderr io.Writer) (int, error) {
+		_, copyErr := stdcopy.StdCopy(stdout, stderr, att.Reader)
+		return c.d.exitCode(context.WithoutCancel(ctx), created.ID, spec.Cmd, copyErr, p)
+	}, func() { att.Close() })
 	return p, nil
 }
 
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
-// finish reads the exit code once the output stream has ended. The engine
-// can report the exec as running for a moment after its stream closes, so
-// it asks a few times, briefly.
-func (p *process) finish(copyErr error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// exitCode reads the exit code once the output stream has ended, within
+// ten seconds of ctx (the exec's, its cancellation removed: the exit is
+// read however the caller's wait ended). The engine can report the exec as
+// running for a moment after its stream closes, so it asks a few times,
+// briefly.
+func (d *Docker) exitCode(ctx context.Context, execID string, cmd []string, copyErr error, p *execstream.Process) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		info, err := p.d.cli.ContainerExecInspect(ctx, p.execID)
+		info, err := d.cli.ContainerExecInspect(ctx, execID)
 		switch {
 		case err != nil:
-			p.code, p.err = -1, fmt.Errorf("docker: exit status of %s: %w", strings.Join(p.cmd, " "), err)
-			return
+			return -1, fmt.Errorf("docker: exit status of %s: %w", strings.Join(cmd, " "), err)
 		case !info.Running:
-			p.code = info.ExitCode
-			p.err = runtime.ClassifyExit(p.cmd, info.ExitCode, p.head.String())
-			return
-		case p.detached.Load() || attempt == 50:
-			p.code, p.err = -1, errDetached
-			if copyErr != nil && !p.detached.Load() {
-				p.err = fmt.Errorf("docker: following %s: %w", strings.Join(p.cmd, " "), copyErr)
+			return info.ExitCode, runtime.ClassifyExit(cmd, info.ExitCode, p.Output())
+		case p.Detached() || attempt == 50:
+			if copyErr != nil && !p.Detached() {
+				return -1, fmt.Errorf("docker: following %s: %w", strings.Join(cmd, " "), copyErr)
 			}
-			return
+			return -1, execstream.ErrDetached
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func (p *process) Stdin() io.WriteCloser { return p.stdin }
-func (p *process) Done() <-chan struct{} { return p.done }
-
-func (p *process) Wait(ctx context.Context) (int, error) {
-	select {
-	case <-p.done:
-		return p.code, p.err
-	case <-ctx.Done():
-		return -1, ctx.Err()
-	}
-}
-
-// Close detaches: the output stream is closed, the goroutine following it
-// ends, and Close waits for it.
-func (p *process) Close() error {
-	p.closeOnce.Do(func() {
-		select {
-		case <-p.done:
-		default:
-			p.detached.Store(true)
-		}
-		p.att.Close()
-	})
-	p.wg.Wait()
-	return nil
 }
 
 // stdinWriter writes to the exec's input; Close half-closes the connection

@@ -40,10 +40,10 @@ func TestHostFenced(t *testing.T) {
 	hostIPs := hostIPv4s(t)
 	bridged := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Network: runtime.NetworkBridge,
 		Labels:     map[string]string{runtime.LabelTrial: "fence-bridge"},
-		Entrypoint: []string{"sh", "-c", "mkdir -p /w && echo in > /w/index.html && exec httpd -f -p 8080 -h /w"}})
+		Entrypoint: []string{"sh", "-c", "mkdir -p /w && echo in > /w/index.html && exec httpd -f -p 8080 -h /w"}}).ID()
 	composed := runtimetest.Started(t, d, cfg(), runtime.ContainerSpec{Network: runtime.NetworkNone,
 		Labels: map[string]string{runtime.LabelTrial: "fence-services"}, Services: sidecars(),
-		DependsOn: []runtime.Dependency{{Service: "web", Condition: runtime.DependStarted}}})
+		DependsOn: []runtime.Dependency{{Service: "web", Condition: runtime.DependStarted}}}).ID()
 	sidecar := serviceID(t, d, composed, "web")
 
 	for _, c := range []struct {

@@ -29,7 +29,7 @@ func TestSweepRefusesOutsideATrialContainer(t *testing.T) {
 }
 
 // buildEscaper builds testdata/escaper, a program that tries to outlive a
-// sweep, with troupe's own static build's flags (runtime.BuildBinary), so
+// sweep, with troupe's own static build's flags (staticbin.Build), so
 // that the standard library compiled for one serves both.
 func buildEscaper(t *testing.T) string {
 	t.Helper()

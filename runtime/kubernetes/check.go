@@ -37,19 +37,19 @@ func (k *Kubernetes) Check(ctx context.Context, image string) []runtime.Check {
 // tryPod starts an offline pod, runs troupe version in it as a user that
 // is not root, and removes it.
 func (k *Kubernetes) tryPod(ctx context.Context, image string) error {
-	id, err := k.Create(ctx, runtime.ContainerSpec{
+	c, err := k.Create(ctx, runtime.ContainerSpec{
 		Image: image, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0",
 		Labels: map[string]string{runtime.LabelTrial: "doctor"},
 	})
 	if err != nil {
 		return err
 	}
-	defer k.Remove(context.WithoutCancel(ctx), runtime.Resource{Kind: runtime.KindContainer, ID: id})
-	if err := k.Start(ctx, id); err != nil {
+	defer c.Remove(context.WithoutCancel(ctx))
+	if err := c.Start(ctx); err != nil {
 		return err
 	}
 	var outBuf bytes.Buffer
-	p, err := k.Exec(ctx, id, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "version"}, User: "65534", Stdout: &outBuf, Stderr: &outBuf})
+	p, err := c.Exec(ctx, runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "version"}, User: "65534", Stdout: &outBuf, Stderr: &outBuf})
 	if err != nil {
 		return err
 	}

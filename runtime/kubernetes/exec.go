@@ -18,65 +18,61 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/execstream"
 	"github.com/troupebench/troupe/runtime/inside"
 )
 
-// errDetached is the exit error of a process that Close stopped following.
-var errDetached = errors.New("stopped following the process before it exited")
-
-// process follows one exec: a goroutine runs its stream until the process
-// exits or Close cuts it.
+// process is an exec as a pod runs it: followed as on Docker
+// (execstream), with the caller's writers shut when Close returns.
 type process struct {
-	cmd    []string
-	stdin  *io.PipeWriter // the caller's, when ExecSpec.Stdin
-	cancel context.CancelFunc
-	done   chan struct{}
-	wg     sync.WaitGroup
-	head   runtime.OutputHead
-	out    *gate // the caller's writers, shut by Close
-
-	code int
-	err  error
+	*execstream.Process
+	out *gate // the caller's writers, shut by Close
 }
 
 var _ runtime.Process = (*process)(nil)
 
-// Exec runs a process in a started pod's main container. A Kubernetes exec
-// runs as the container's user, in its folder, with its environment, so
-// every exec runs through troupe exec-as, which does what Docker would;
+// Exec runs a process in the started pod's main container. A Kubernetes
+// exec runs as the container's user, in its folder, with its environment,
+// so every exec runs through troupe exec-as, which does what Docker would;
 // the environment goes on standard input (--env-stdin), never in the exec
 // request's URL or the command line. The stream is a WebSocket, or SPDY
 // where the apiserver or a proxy between does not take WebSockets.
-func (k *Kubernetes) Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error) {
+func (p *pod) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Process, error) {
 	if len(spec.Cmd) == 0 {
 		return nil, errors.New("kubernetes: exec: no command")
 	}
+	id := p.name
 	needStdin := spec.Stdin || len(spec.Env) > 0
-	exec, err := k.executor(id, execAs(spec), needStdin)
+	exec, err := p.k.executor(id, execAs(spec), needStdin)
 	if err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := &process{cmd: spec.Cmd, cancel: cancel, done: make(chan struct{})}
-	p.out = &gate{}
-	opts := remotecommand.StreamOptions{
-		Stdout: io.MultiWriter(p.out.writer(orDiscard(spec.Stdout)), &p.head),
-		Stderr: io.MultiWriter(p.out.writer(orDiscard(spec.Stderr)), &p.head),
-	}
+	var opts remotecommand.StreamOptions
 	var in *io.PipeReader
 	var w *io.PipeWriter
+	var stdin io.WriteCloser // the caller's, when ExecSpec.Stdin
 	if needStdin {
 		in, w = io.Pipe()
 		opts.Stdin = in
+		if spec.Stdin {
+			stdin = w
+		}
 	}
-	p.wg.Go(func() {
-		defer close(p.done)
+	proc := &process{Process: execstream.New(stdin), out: &gate{}}
+	proc.Follow(proc.out.writer(spec.Stdout), proc.out.writer(spec.Stderr), func(stdout, stderr io.Writer) (int, error) {
+		opts.Stdout, opts.Stderr = stdout, stderr
 		err := exec.StreamWithContext(sctx, opts)
 		if in != nil {
 			// Nothing reads it any more: a write waiting on it fails.
 			in.CloseWithError(errors.Join(errors.New("the exec has ended"), err))
 		}
-		p.code, p.err = exitOf(sctx, err, spec.Cmd, p.head.String(), id)
+		return exitOf(sctx, err, spec.Cmd, proc.Output(), id)
+	}, func() {
+		cancel()
+		if spec.Stdin {
+			w.CloseWithError(execstream.ErrDetached)
+		}
 	})
 	if len(spec.Env) > 0 {
 		// A stream that cannot start ends the write with its error; Wait
@@ -85,10 +81,15 @@ func (k *Kubernetes) Exec(ctx context.Context, id string, spec runtime.ExecSpec)
 			w.Close()
 		}
 	}
-	if spec.Stdin {
-		p.stdin = w
-	}
-	return p, nil
+	return proc, nil
+}
+
+// Close stops following, as execstream's does; then the caller's writers
+// get nothing more, even from a stream that is still winding down.
+func (p *process) Close() error {
+	err := p.Process.Close()
+	p.out.close()
+	return err
 }
 
 // execAs is the command that runs spec through troupe exec-as: as its user,
@@ -119,6 +120,9 @@ type gate struct {
 }
 
 func (g *gate) writer(w io.Writer) io.Writer {
+	if w == nil {
+		w = io.Discard
+	}
 	return writerFunc(func(b []byte) (int, error) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -173,46 +177,9 @@ func exitOf(ctx context.Context, err error, cmd []string, output, id string) (in
 		return ce.Code, runtime.ClassifyExit(cmd, ce.Code, output)
 	}
 	if ctx.Err() != nil {
-		return -1, errDetached
+		return -1, execstream.ErrDetached
 	}
 	return -1, fmt.Errorf("kubernetes: exec %s in %s: %w", strings.Join(cmd, " "), id, err)
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
-func (p *process) Stdin() io.WriteCloser {
-	if p.stdin == nil {
-		return nil
-	}
-	return p.stdin
-}
-
-func (p *process) Done() <-chan struct{} { return p.done }
-
-func (p *process) Wait(ctx context.Context) (int, error) {
-	select {
-	case <-p.done:
-		return p.code, p.err
-	case <-ctx.Done():
-		return -1, ctx.Err()
-	}
-}
-
-// Close stops following: the stream is cut, the goroutine running it
-// ends, and Close waits for it; the caller's writers get nothing more.
-func (p *process) Close() error {
-	p.cancel()
-	if p.stdin != nil {
-		p.stdin.CloseWithError(errDetached)
-	}
-	p.wg.Wait()
-	p.out.close()
-	return nil
 }
 
 // run runs a command of troupe's in the pod as root to its end, with in
@@ -232,9 +199,8 @@ func (k *Kubernetes) run(ctx context.Context, id string, cmd []string, in io.Rea
 
 // CopyIn writes files into the pod: kept until Start when it has not
 // started, else unpacked at once.
-func (k *Kubernetes) CopyIn(ctx context.Context, id string, files []runtime.File) error {
-	p, err := k.pod(id)
-	if err != nil {
+func (p *pod) CopyIn(ctx context.Context, files []runtime.File) error {
+	if err := p.gone(); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -243,7 +209,7 @@ func (k *Kubernetes) CopyIn(ctx context.Context, id string, files []runtime.File
 		p.files = append(p.files, files...)
 		return nil
 	}
-	return k.unpack(ctx, id, files)
+	return p.k.unpack(ctx, p.name, files)
 }
 
 // unpack writes files in as one tar stream through troupe call prepare,
@@ -263,7 +229,8 @@ func (k *Kubernetes) unpack(ctx context.Context, id string, files []runtime.File
 
 // CopyOut copies src out of the pod into dst under dstPath: troupe call
 // pack's archive of it, extracted by runtime.ExtractTar.
-func (k *Kubernetes) CopyOut(ctx context.Context, id, src string, dst *os.Root, dstPath string, limit int64) (skipped []string, err error) {
+func (p *pod) CopyOut(ctx context.Context, src string, dst *os.Root, dstPath string, limit int64) (skipped []string, err error) {
+	k, id := p.k, p.name
 	pr, pw := io.Pipe()
 	var wg sync.WaitGroup
 	var runErr error

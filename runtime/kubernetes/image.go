@@ -3,8 +3,11 @@ package kubernetes
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -13,7 +16,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/task/taskfs"
 )
+
+// EnvironmentRef is the name a built task environment has on a backend that
+// cannot build (this one): repo/troupe-env:<digest of the folder and
+// Dockerfile>. troupe images build tags and pushes an environment under it,
+// and the backend looks for it there, so both sides agree on the name
+// without asking each other. repo "" is runtime.DefaultImageRepo.
+func EnvironmentRef(repo string, b runtime.BuildSpec) (string, error) {
+	digest, err := taskfs.Digest(b.Context)
+	if err != nil {
+		return "", err
+	}
+	if name := cmp.Or(b.Dockerfile, "Dockerfile"); name != "Dockerfile" {
+		// One folder, two Dockerfiles: two images.
+		sum := sha256.Sum256([]byte(digest + ":" + filepath.ToSlash(name)))
+		digest = hex.EncodeToString(sum[:])
+	}
+	return runtime.ImageRepo(repo) + "/troupe-env:" + digest[:24], nil
+}
 
 // ErrImageUnavailable is an image the cluster's nodes do not have and
 // cannot pull.
@@ -40,7 +62,7 @@ const probeScript = `echo "$(id -u):$(id -g)"; pwd`
 // Image finds the image a task names on the cluster and reads its USER and
 // WORKDIR from a short pod that prints them (and runs troupe's binary
 // image beside it, so a missing binary image is found here, once). A task with only a Dockerfile
-// is looked for under runtime.EnvironmentRef: a cluster cannot build, so
+// is looked for under EnvironmentRef: a cluster cannot build, so
 // troupe images build must have built and pushed (or loaded) it.
 func (k *Kubernetes) Image(ctx context.Context, spec runtime.ImageSpec) (runtime.Image, error) {
 	var refs []string
@@ -48,7 +70,7 @@ func (k *Kubernetes) Image(ctx context.Context, spec runtime.ImageSpec) (runtime
 		refs = append(refs, spec.Image)
 	}
 	if spec.Build != nil {
-		ref, err := runtime.EnvironmentRef(k.opts.ImageRepo, *spec.Build)
+		ref, err := EnvironmentRef(k.opts.ImageRepo, *spec.Build)
 		if err != nil {
 			return runtime.Image{}, fmt.Errorf("kubernetes: %w", err)
 		}

@@ -1,7 +1,8 @@
 // Package kubernetes runs trial containers as pods on a Kubernetes cluster
 // through client-go: a pod per trial, in one namespace, from the task's
-// image. It implements runtime.Runtime, so a job spreads over a cluster
-// with the relay and the gateway staying in troupe's process: every pod is
+// image. Kubernetes is the backend and a pod's handle is a
+// runtime.Container, as on Docker, so a job spreads over a cluster with
+// the relay and the gateway staying in troupe's process: every pod is
 // reached through exec streams (the tunnel, each agent), as on Docker.
 //
 // What Docker gives per exec or per container, a pod does not, so troupe's
@@ -16,8 +17,8 @@
 //     all traffic is also made for each offline pod: it holds where the
 //     cluster's network plugin enforces policies.
 //
-// A pod cannot be created stopped: Create keeps the spec, Start makes the
-// pod, waits for it to run (a pod Pending past a bound fails with the
+// A pod cannot be created stopped: Create keeps the spec, the handle's
+// Start makes the pod, waits for it to run (a pod Pending past a bound fails with the
 // scheduler's reasons) and copies in what CopyIn was given before.
 package kubernetes
 
@@ -77,7 +78,7 @@ type Options struct {
 	// "default".
 	Namespace string
 	// ImageRepo is where built task environments and troupe's binary image
-	// are (runtime.EnvironmentRef, runtime.BinaryImageRef); "" is
+	// are (EnvironmentRef, runtime.BinaryImageRef); "" is
 	// runtime.DefaultImageRepo, images loaded into the nodes.
 	ImageRepo string
 	// Binary is troupe's static binary, which every pod gets (from its
@@ -89,7 +90,7 @@ type Options struct {
 }
 
 // Kubernetes is the Kubernetes backend. Create it with New, connect it
-// with Open.
+// with Open; Close ends what it runs in the background.
 type Kubernetes struct {
 	opts    Options
 	version string
@@ -105,30 +106,30 @@ type Kubernetes struct {
 	pods   map[string]*pod // by name: what this process created or will
 	images imageCache
 
-	// life ends with Close, which then waits for the image probes.
+	// life is the image probes' context, from Open until Close, which
+	// then waits for them.
 	life   context.Context
 	end    context.CancelFunc
 	probes sync.WaitGroup
 }
 
-var _ runtime.Runtime = (*Kubernetes)(nil)
+var _ runtime.Cleaner = (*Kubernetes)(nil)
 
-// New makes a backend; Open connects it. version is troupe's, for the
-// troupe.version label.
+// New makes a backend, with no I/O; Open connects it. version is troupe's,
+// for the troupe.version label.
 func New(opts Options, version string, logger *slog.Logger) *Kubernetes {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	life, end := context.WithCancel(context.Background())
-	return &Kubernetes{opts: opts, version: version, logger: logger, pods: map[string]*pod{}, images: imageCache{m: map[string]*imageProbe{}},
-		life: life, end: end}
+	return &Kubernetes{opts: opts, version: version, logger: logger, pods: map[string]*pod{}, images: imageCache{m: map[string]*imageProbe{}}}
 }
 
 // Name is "kubernetes".
 func (k *Kubernetes) Name() string { return "kubernetes" }
 
 // Open reads the kubeconfig and checks that the apiserver answers and the
-// namespace exists.
+// namespace exists. The image probes it starts later live until Close,
+// whatever becomes of ctx.
 func (k *Kubernetes) Open(ctx context.Context) error {
 	if k.opts.Binary == nil {
 		return errors.New("kubernetes: no troupe binary for the pods (Options.Binary)")
@@ -170,13 +171,17 @@ func (k *Kubernetes) Open(ctx context.Context) error {
 	}
 	k.cfg, k.cs, k.namespace, k.owner = cfg, cs, ns, owner
 	k.binImage = runtime.BinaryImageRef(k.opts.ImageRepo, k.opts.Binary)
+	k.life, k.end = context.WithCancel(context.WithoutCancel(ctx))
 	return nil
 }
 
 // Close stops the image probes under way and waits for them (each removes
-// its pod); pods and policies are the trials' to remove.
+// its pod); pods and policies are the trials' to remove. A backend never
+// opened has nothing to stop.
 func (k *Kubernetes) Close(ctx context.Context) error {
-	k.end()
+	if k.end != nil {
+		k.end()
+	}
 	k.probes.Wait()
 	return nil
 }
@@ -324,7 +329,7 @@ func (k *Kubernetes) Remove(ctx context.Context, r runtime.Resource) error {
 		p := k.pods[r.ID]
 		delete(k.pods, r.ID)
 		k.mu.Unlock()
-		if p != nil && !p.remove() {
+		if p != nil && !p.markRemoved() {
 			return nil // never made: Start was not called, or failed before the pod
 		}
 		// The pod first: its policy keeps it cut off until it is gone.

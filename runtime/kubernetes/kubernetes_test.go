@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
+	"github.com/troupebench/troupe/runtime/execstream"
 	"github.com/troupebench/troupe/runtime/kubernetes/kubetest"
 	"github.com/troupebench/troupe/runtime/runtimetest"
 )
@@ -107,13 +108,13 @@ func TestConformance(t *testing.T) {
 func TestPendingPod(t *testing.T) {
 	k := cluster(t)
 	ctx := context.Background()
-	id, err := k.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{runtime.BinaryPath, "init"},
+	c, err := k.Create(ctx, runtime.ContainerSpec{Image: testImage, Entrypoint: []string{runtime.BinaryPath, "init"},
 		CPUs: 512, Labels: map[string]string{runtime.LabelJob: runID, runtime.LabelTrial: "pending"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = k.Start(ctx, id)
+	err = c.Start(ctx)
 	took := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "Pending after") || !strings.Contains(err.Error(), "Insufficient cpu") {
 		t.Errorf("a pod asking for 512 CPUs: %v", err)
@@ -121,7 +122,7 @@ func TestPendingPod(t *testing.T) {
 	if took < k.opts.PendingTimeout || took > k.opts.PendingTimeout+15*time.Second {
 		t.Errorf("it failed after %s; the bound is %s", took, k.opts.PendingTimeout)
 	}
-	if err := k.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+	if err := k.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: c.ID()}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -140,7 +141,7 @@ func TestImages(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(dir+"/Dockerfile", []byte("FROM busybox:latest\nRUN touch /x\n"), 0o644)
 	_, err = k.Image(ctx, runtime.ImageSpec{Build: &runtime.BuildSpec{Context: dir}})
-	ref, _ := runtime.EnvironmentRef("", runtime.BuildSpec{Context: dir})
+	ref, _ := EnvironmentRef("", runtime.BuildSpec{Context: dir})
 	if err == nil || !strings.Contains(err.Error(), "troupe images build") || !strings.Contains(err.Error(), ref) {
 		t.Errorf("an environment not built: %v", err)
 	}
@@ -199,6 +200,26 @@ func TestProbeBound(t *testing.T) {
 		if got := k.probeBound(); got != tt.want {
 			t.Errorf("pending timeout %v: the probe waits %v, want %v", tt.pending, got, tt.want)
 		}
+	}
+}
+
+// TestLifecycleWithoutCluster: New does no I/O and starts nothing, so a
+// backend never opened (troupe doctor's, when the cluster does not
+// answer) closes at once.
+func TestLifecycleWithoutCluster(t *testing.T) {
+	k := New(Options{}, "test", nil)
+	if k.life != nil || k.cs != nil {
+		t.Error("New made a context or a client")
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Close(t.Context()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("closing a backend never opened: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing a backend never opened hangs")
 	}
 }
 
@@ -301,7 +322,7 @@ func TestExitOf(t *testing.T) {
 		{"exit 3", utilexec.CodeExitError{Err: errors.New("x"), Code: 3}, live, "", 3, nil, ""},
 		{"not found", utilexec.CodeExitError{Err: errors.New("x"), Code: 127}, live, "troupe exec-as: nope: not found", 127, runtime.ErrNotFound, ""},
 		{"not executable", utilexec.CodeExitError{Err: errors.New("x"), Code: 126}, live, "troupe exec-as: /f: permission denied", 126, runtime.ErrNotExecutable, ""},
-		{"closed", errors.New("stream reset"), cut, "", -1, errDetached, ""},
+		{"closed", errors.New("stream reset"), cut, "", -1, execstream.ErrDetached, ""},
 		{"apiserver gone", errors.New("connection refused"), live, "", -1, nil, "connection refused"},
 	} {
 		code, err := exitOf(tc.ctx, tc.err, []string{"cmd"}, tc.output, "pod")

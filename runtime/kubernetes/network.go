@@ -19,11 +19,11 @@ import (
 // takes its interfaces down (keeping the routes they had) or brings them
 // back with those routes, and the pod's NetworkPolicy is made or deleted
 // to match. Either is a no-op when the pod already is so.
-func (k *Kubernetes) SetOnline(ctx context.Context, id string, online bool) error {
-	p, err := k.pod(id)
-	if err != nil {
+func (p *pod) SetOnline(ctx context.Context, online bool) error {
+	if err := p.gone(); err != nil {
 		return err
 	}
+	k, id := p.k, p.name
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.spec.Network != runtime.NetworkBridge {

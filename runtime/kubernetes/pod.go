@@ -32,9 +32,10 @@ const (
 	gracePeriodSecs = 2
 )
 
-// pod is a trial container: its spec until Start makes it, then its
-// network state.
+// pod is a trial container, the handle Create returns: its spec until
+// Start makes it, then its network state.
 type pod struct {
+	k    *Kubernetes
 	name string
 	spec runtime.ContainerSpec
 	meta metav1.ObjectMeta
@@ -53,55 +54,63 @@ type pod struct {
 	netSeq  int            // ephemeral containers made, to name the next
 }
 
-// remove marks the pod removed and reports whether Start made (or is
+var _ runtime.Container = (*pod)(nil)
+
+// markRemoved marks the pod removed and reports whether Start made (or is
 // making) it, for Remove to delete.
-func (p *pod) remove() bool {
+func (p *pod) markRemoved() bool {
 	p.removed.Store(true)
 	return p.made.Load()
 }
 
+// ID is the pod's name.
+func (p *pod) ID() string { return p.name }
+
+// Remove deletes the pod, with its NetworkPolicy (Kubernetes.Remove).
+func (p *pod) Remove(ctx context.Context) error {
+	return p.k.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: p.name})
+}
+
+// gone says a pod that Remove has removed is no longer this process's.
+func (p *pod) gone() error {
+	if p.removed.Load() {
+		return fmt.Errorf("kubernetes: no pod %s made by this process", p.name)
+	}
+	return nil
+}
+
 // Create checks the spec and keeps it: the pod is made by Start, since a
 // pod cannot exist without running.
-func (k *Kubernetes) Create(ctx context.Context, spec runtime.ContainerSpec) (string, error) {
+func (k *Kubernetes) Create(ctx context.Context, spec runtime.ContainerSpec) (runtime.Container, error) {
 	switch {
 	case len(spec.Services) > 0:
-		return "", errors.New("kubernetes: a task with a compose environment (services) runs on the docker runtime only: each service would be a pod of its own, which troupe does not make yet")
+		return nil, errors.New("kubernetes: a task with a compose environment (services) runs on the docker runtime only: each service would be a pod of its own, which troupe does not make yet")
 	case spec.Network != "" && spec.Network != runtime.NetworkNone && spec.Network != runtime.NetworkBridge:
-		return "", fmt.Errorf("kubernetes: network mode %q is not %s or %s", spec.Network, runtime.NetworkNone, runtime.NetworkBridge)
+		return nil, fmt.Errorf("kubernetes: network mode %q is not %s or %s", spec.Network, runtime.NetworkNone, runtime.NetworkBridge)
 	case spec.Binary != nil && spec.Binary.SHA256 != k.opts.Binary.SHA256:
-		return "", fmt.Errorf("kubernetes: the container asks for troupe binary %.12s, the backend's pods get %.12s (from %s)", spec.Binary.SHA256, k.opts.Binary.SHA256, k.binImage)
+		return nil, fmt.Errorf("kubernetes: the container asks for troupe binary %.12s, the backend's pods get %.12s (from %s)", spec.Binary.SHA256, k.opts.Binary.SHA256, k.binImage)
 	}
 	labels := k.labels(spec.Labels)
 	name := podName(labels)
 	labels[labelPod] = name
 	m, err := meta(name, labels)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	p := &pod{name: name, spec: spec, meta: m, online: spec.Network == runtime.NetworkBridge}
+	p := &pod{k: k, name: name, spec: spec, meta: m, online: spec.Network == runtime.NetworkBridge}
 	k.mu.Lock()
 	k.pods[name] = p
 	k.mu.Unlock()
-	return name, nil
-}
-
-func (k *Kubernetes) pod(id string) (*pod, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	p := k.pods[id]
-	if p == nil {
-		return nil, fmt.Errorf("kubernetes: no pod %s made by this process", id)
-	}
 	return p, nil
 }
 
 // Start makes the pod (and its NetworkPolicy when it starts offline),
 // waits for it to run, and copies in the files CopyIn was given.
-func (k *Kubernetes) Start(ctx context.Context, id string) error {
-	p, err := k.pod(id)
-	if err != nil {
+func (p *pod) Start(ctx context.Context) error {
+	if err := p.gone(); err != nil {
 		return err
 	}
+	k, id := p.k, p.name
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.made.Load() || p.removed.Load() {

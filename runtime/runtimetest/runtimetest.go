@@ -1,5 +1,6 @@
-// Package runtimetest is the conformance suite every runtime.Runtime backend
-// passes: what a trial relies on, checked against a real engine.
+// Package runtimetest is the conformance suite every container backend
+// passes: what a trial relies on of a backend and the runtime.Container
+// its Create returns, checked against a real engine.
 package runtimetest
 
 import (
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/staticbin"
 )
 
 // Config describes what the suite may use.
@@ -32,8 +34,16 @@ type Config struct {
 	Binary *runtime.Binary
 }
 
+// Backend is what the suite needs of a backend: containers made, and
+// found by label. runtime/docker and runtime/kubernetes implement it.
+type Backend interface {
+	Create(ctx context.Context, spec runtime.ContainerSpec) (runtime.Container, error)
+	List(ctx context.Context, labels map[string]string) ([]runtime.Resource, error)
+	Remove(ctx context.Context, r runtime.Resource) error
+}
+
 // Run runs the suite.
-func Run(t *testing.T, rt runtime.Runtime, cfg Config) {
+func Run(t *testing.T, rt Backend, cfg Config) {
 	t.Run("Lifecycle", func(t *testing.T) { lifecycle(t, rt, cfg) })
 	t.Run("ExecStreamsAndExitCodes", func(t *testing.T) { execs(t, rt, cfg) })
 	t.Run("NoNetworkByDefault", func(t *testing.T) { noNetwork(t, rt, cfg) })
@@ -43,18 +53,18 @@ func Run(t *testing.T, rt runtime.Runtime, cfg Config) {
 
 // Started creates and starts a container that idles, and removes it when the
 // test ends. Other test packages use it too.
-func Started(t testing.TB, rt runtime.Runtime, cfg Config, spec runtime.ContainerSpec) string {
+func Started(t testing.TB, rt Backend, cfg Config, spec runtime.ContainerSpec) runtime.Container {
 	t.Helper()
-	id := created(t, rt, cfg, spec)
-	if err := rt.Start(context.Background(), id); err != nil {
+	c := created(t, rt, cfg, spec)
+	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return c
 }
 
 // created creates a container that will idle once started, and removes it
 // when the test ends.
-func created(t testing.TB, rt runtime.Runtime, cfg Config, spec runtime.ContainerSpec) string {
+func created(t testing.TB, rt Backend, cfg Config, spec runtime.ContainerSpec) runtime.Container {
 	t.Helper()
 	ctx := context.Background()
 	if spec.Image == "" {
@@ -74,25 +84,26 @@ func created(t testing.TB, rt runtime.Runtime, cfg Config, spec runtime.Containe
 		labels[k] = v
 	}
 	spec.Labels = labels
-	id, err := rt.Create(ctx, spec)
+	c, err := rt.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := rt.Remove(context.Background(), runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+		if err := c.Remove(context.Background()); err != nil {
 			t.Errorf("remove: %v", err)
 		}
 	})
-	return id
+	return c
 }
 
-// Run runs a command to its end and returns its output and exit code.
-func Exec(t testing.TB, rt runtime.Runtime, id string, spec runtime.ExecSpec) (string, int, error) {
+// Exec runs a command in container c to its end and returns its output
+// and exit code.
+func Exec(t testing.TB, c runtime.Container, spec runtime.ExecSpec) (string, int, error) {
 	t.Helper()
 	var out bytes.Buffer
 	w := &lockedBuffer{b: &out}
 	spec.Stdout, spec.Stderr = w, w
-	p, err := rt.Exec(context.Background(), id, spec)
+	p, err := c.Exec(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,29 +114,30 @@ func Exec(t testing.TB, rt runtime.Runtime, id string, spec runtime.ExecSpec) (s
 	return w.String(), code, err
 }
 
-func sh(t testing.TB, rt runtime.Runtime, id, script string) string {
+func sh(t testing.TB, c runtime.Container, script string) string {
 	t.Helper()
-	out, code, err := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", script}})
+	out, code, err := Exec(t, c, runtime.ExecSpec{Cmd: []string{"sh", "-c", script}})
 	if err != nil || code != 0 {
 		t.Fatalf("sh -c %q: exit %d, %v: %s", script, code, err, out)
 	}
 	return out
 }
 
-func lifecycle(t *testing.T, rt runtime.Runtime, cfg Config) {
+func lifecycle(t *testing.T, rt Backend, cfg Config) {
 	ctx := context.Background()
 	// Files copied in before the start are there once it has started.
 	early := created(t, rt, cfg, runtime.ContainerSpec{})
-	if err := rt.CopyIn(ctx, early, []runtime.File{{Path: "/opt/early/f", Data: []byte("before start"), Mode: 0o640, UID: 7, GID: 8}}); err != nil {
+	if err := early.CopyIn(ctx, []runtime.File{{Path: "/opt/early/f", Data: []byte("before start"), Mode: 0o640, UID: 7, GID: 8}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Start(ctx, early); err != nil {
+	if err := early.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := sh(t, rt, early, "stat -c '%u %g %a' /opt/early/f; cat /opt/early/f"); got != "7 8 640\nbefore start" {
+	if got := sh(t, early, "stat -c '%u %g %a' /opt/early/f; cat /opt/early/f"); got != "7 8 640\nbefore start" {
 		t.Errorf("a file copied in before the start: %q", got)
 	}
-	id := Started(t, rt, cfg, runtime.ContainerSpec{Labels: map[string]string{"troupe.test": "lifecycle"}})
+	c := Started(t, rt, cfg, runtime.ContainerSpec{Labels: map[string]string{"troupe.test": "lifecycle"}})
+	id := c.ID()
 	found, err := rt.List(ctx, map[string]string{"troupe.test": "lifecycle"})
 	if err != nil {
 		t.Fatal(err)
@@ -134,11 +146,11 @@ func lifecycle(t *testing.T, rt runtime.Runtime, cfg Config) {
 		t.Fatalf("List does not find the container by its label: %v", found)
 	}
 	for _, r := range found {
-		if r.ID == id && (r.Labels[runtime.LabelOwner] == "" || r.Labels[runtime.LabelVersion] == "") {
-			t.Errorf("troupe's labels missing: %v", r.Labels)
+		if r.ID == id && (r.Kind != runtime.KindContainer || r.Labels[runtime.LabelOwner] == "" || r.Labels[runtime.LabelVersion] == "") {
+			t.Errorf("listed as %s, troupe's labels missing: %v", r.Kind, r.Labels)
 		}
 	}
-	err = rt.CopyIn(ctx, id, []runtime.File{
+	err = c.CopyIn(ctx, []runtime.File{
 		{Path: "/opt/agents/a-1/key", Data: []byte("secret-a"), Mode: 0o400, UID: 10001, GID: 10001},
 		{Path: "/work", Mode: 0o775 | os.ModeDir, UID: 0, GID: 10000},
 		{Path: "/opt/run.sh", Data: []byte("#!/bin/sh\necho ran $1\n"), Mode: 0o755},
@@ -146,20 +158,24 @@ func lifecycle(t *testing.T, rt runtime.Runtime, cfg Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := sh(t, rt, id, "stat -c '%u %g %a' /opt/agents/a-1/key /work; cat /opt/agents/a-1/key; echo; /opt/run.sh ok")
+	got := sh(t, c, "stat -c '%u %g %a' /opt/agents/a-1/key /work; cat /opt/agents/a-1/key; echo; /opt/run.sh ok")
 	want := "10001 10001 400\n0 10000 775\nsecret-a\nran ok\n"
 	if got != want {
 		t.Errorf("copied files:\n got %q\nwant %q", got, want)
 	}
 	// Another user cannot read a 0400 file of someone else's.
-	if out, code, _ := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"cat", "/opt/agents/a-1/key"}, User: "10002"}); code == 0 {
+	if out, code, _ := Exec(t, c, runtime.ExecSpec{Cmd: []string{"cat", "/opt/agents/a-1/key"}, User: "10002"}); code == 0 {
 		t.Errorf("uid 10002 read uid 10001's key: %q", out)
 	}
-	if err := rt.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+	if err := c.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+	if err := c.Remove(ctx); err != nil {
 		t.Errorf("removing a removed container must succeed: %v", err)
+	}
+	// The reaper's way, by the listed resource, tolerates it too.
+	if err := rt.Remove(ctx, runtime.Resource{Kind: runtime.KindContainer, ID: id}); err != nil {
+		t.Errorf("removing a removed container by its resource must succeed: %v", err)
 	}
 	found, _ = rt.List(ctx, map[string]string{"troupe.test": "lifecycle"})
 	if slices.ContainsFunc(found, func(r runtime.Resource) bool { return r.ID == id }) {
@@ -167,18 +183,18 @@ func lifecycle(t *testing.T, rt runtime.Runtime, cfg Config) {
 	}
 }
 
-func execs(t *testing.T, rt runtime.Runtime, cfg Config) {
-	id := Started(t, rt, cfg, runtime.ContainerSpec{})
-	if _, code, err := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"sh", "-c", "exit 3"}}); code != 3 || err != nil {
+func execs(t *testing.T, rt Backend, cfg Config) {
+	c := Started(t, rt, cfg, runtime.ContainerSpec{})
+	if _, code, err := Exec(t, c, runtime.ExecSpec{Cmd: []string{"sh", "-c", "exit 3"}}); code != 3 || err != nil {
 		t.Errorf("exit 3: got %d, %v", code, err)
 	}
-	_, code, err := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"no-such-command"}})
+	_, code, err := Exec(t, c, runtime.ExecSpec{Cmd: []string{"no-such-command"}})
 	ee, ok := errors.AsType[*runtime.ExecError](err)
 	if !errors.Is(err, runtime.ErrNotFound) || !ok || ee.Code != code || (code != 126 && code != 127) {
 		t.Errorf("missing command: %d, %v", code, err)
 	}
-	sh(t, rt, id, "printf 'plain text' > /tmp/not-a-program; chmod 644 /tmp/not-a-program")
-	if _, _, err := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"/tmp/not-a-program"}}); !errors.Is(err, runtime.ErrNotExecutable) {
+	sh(t, c, "printf 'plain text' > /tmp/not-a-program; chmod 644 /tmp/not-a-program")
+	if _, _, err := Exec(t, c, runtime.ExecSpec{Cmd: []string{"/tmp/not-a-program"}}); !errors.Is(err, runtime.ErrNotExecutable) {
 		t.Errorf("non-executable file: %v", err)
 	}
 	// Output arrives while the process runs, not when it ends.
@@ -186,7 +202,7 @@ func execs(t *testing.T, rt runtime.Runtime, cfg Config) {
 	var once sync.Once
 	var out lockedBuffer
 	out.b = &bytes.Buffer{}
-	p, err := rt.Exec(context.Background(), id, runtime.ExecSpec{
+	p, err := c.Exec(context.Background(), runtime.ExecSpec{
 		Cmd:    []string{"sh", "-c", "echo first; sleep 3; echo second >&2"},
 		Stdout: writerFunc(func(b []byte) (int, error) { once.Do(func() { close(first) }); return out.Write(b) }),
 		Stderr: &out,
@@ -211,7 +227,7 @@ func execs(t *testing.T, rt runtime.Runtime, cfg Config) {
 	// Standard input, closed to send end-of-file.
 	var echoed lockedBuffer
 	echoed.b = &bytes.Buffer{}
-	p, err = rt.Exec(context.Background(), id, runtime.ExecSpec{Cmd: []string{"cat"}, Stdin: true, Stdout: &echoed})
+	p, err = c.Exec(context.Background(), runtime.ExecSpec{Cmd: []string{"cat"}, Stdin: true, Stdout: &echoed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +239,7 @@ func execs(t *testing.T, rt runtime.Runtime, cfg Config) {
 	}
 	// An environment, a user, a folder and standard input together.
 	echoed.b.Reset()
-	p, err = rt.Exec(context.Background(), id, runtime.ExecSpec{Cmd: []string{"sh", "-c", `echo "$A $B $(id -u) $(pwd)"; cat`},
+	p, err = c.Exec(context.Background(), runtime.ExecSpec{Cmd: []string{"sh", "-c", `echo "$A $B $(id -u) $(pwd)"; cat`},
 		Env: []string{"A=a value", "B=x=y"}, User: "1234", WorkDir: "/tmp", Stdin: true, Stdout: &echoed})
 	if err != nil {
 		t.Fatal(err)
@@ -240,28 +256,28 @@ func execs(t *testing.T, rt runtime.Runtime, cfg Config) {
 // loopback and no route out, and root in it cannot bring one up (no
 // NET_ADMIN): whether the backend gives it no interface (Docker) or takes
 // its interfaces down where it cannot undo it (Kubernetes).
-func noNetwork(t *testing.T, rt runtime.Runtime, cfg Config) {
-	id := Started(t, rt, cfg, runtime.ContainerSpec{})
-	if up, route := network(t, rt, id); up != "lo" || route {
+func noNetwork(t *testing.T, rt Backend, cfg Config) {
+	c := Started(t, rt, cfg, runtime.ContainerSpec{})
+	if up, route := network(t, c); up != "lo" || route {
 		t.Errorf("a container without network has interfaces up %q, default route %v", up, route)
 	}
 	// Not wget -T: Debian's static busybox crashes on it, which would pass
 	// for a refusal.
-	out, code, _ := Exec(t, rt, id, runtime.ExecSpec{Cmd: []string{"timeout", "3", "wget", "-qO-", "http://1.1.1.1/"}})
+	out, code, _ := Exec(t, c, runtime.ExecSpec{Cmd: []string{"timeout", "3", "wget", "-qO-", "http://1.1.1.1/"}})
 	if code == 0 || !strings.Contains(out, "Network is unreachable") {
 		t.Errorf("wget to the outside succeeded, or failed for another reason: exit %d %q", code, out)
 	}
-	sh(t, rt, id, "for i in /sys/class/net/*; do ip link set ${i##*/} up 2>&1; done; true")
-	if up, route := network(t, rt, id); up != "lo" || route {
+	sh(t, c, "for i in /sys/class/net/*; do ip link set ${i##*/} up 2>&1; done; true")
+	if up, route := network(t, c); up != "lo" || route {
 		t.Errorf("root in the container brought its network up: interfaces up %q, default route %v", up, route)
 	}
 }
 
 // network is what a container can reach: the interfaces that are up, and
 // whether it has a default route.
-func network(t testing.TB, rt runtime.Runtime, id string) (up string, defaultRoute bool) {
+func network(t testing.TB, c runtime.Container) (up string, defaultRoute bool) {
 	t.Helper()
-	out := sh(t, rt, id, `for i in /sys/class/net/*; do echo "${i##*/} $(cat $i/flags)"; done; echo routes; cat /proc/net/route`)
+	out := sh(t, c, `for i in /sys/class/net/*; do echo "${i##*/} $(cat $i/flags)"; done; echo routes; cat /proc/net/route`)
 	ifaces, routes, _ := strings.Cut(out, "routes\n")
 	var names []string
 	for _, line := range strings.Split(strings.TrimSpace(ifaces), "\n") {
@@ -282,41 +298,41 @@ func network(t testing.TB, rt runtime.Runtime, id string) (up string, defaultRou
 // onlineOffline: a bridge container taken offline before it starts has
 // loopback only; put online it has an interface and a default route, and
 // offline again neither.
-func onlineOffline(t *testing.T, rt runtime.Runtime, cfg Config) {
+func onlineOffline(t *testing.T, rt Backend, cfg Config) {
 	ctx := context.Background()
-	id := created(t, rt, cfg, runtime.ContainerSpec{Network: runtime.NetworkBridge})
-	if err := rt.SetOnline(ctx, id, false); err != nil {
+	c := created(t, rt, cfg, runtime.ContainerSpec{Network: runtime.NetworkBridge})
+	if err := c.SetOnline(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Start(ctx, id); err != nil {
+	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if up, route := network(t, rt, id); up != "lo" || route {
+	if up, route := network(t, c); up != "lo" || route {
 		t.Errorf("offline before start: interfaces up %q, default route %v; want lo and none", up, route)
 	}
 	for range 2 { // twice: it is idempotent
-		if err := rt.SetOnline(ctx, id, true); err != nil {
+		if err := c.SetOnline(ctx, true); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if up, route := network(t, rt, id); up == "lo" || !route {
+	if up, route := network(t, c); up == "lo" || !route {
 		t.Errorf("online: interfaces up %q, default route %v; want another and one", up, route)
 	}
-	if err := rt.SetOnline(ctx, id, false); err != nil {
+	if err := c.SetOnline(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if up, route := network(t, rt, id); up != "lo" || route {
+	if up, route := network(t, c); up != "lo" || route {
 		t.Errorf("offline again: interfaces up %q, default route %v; want lo and none", up, route)
 	}
 	none := Started(t, rt, cfg, runtime.ContainerSpec{})
-	if err := rt.SetOnline(ctx, none, true); err == nil || !strings.Contains(err.Error(), "without a network of its own") {
+	if err := none.SetOnline(ctx, true); err == nil || !strings.Contains(err.Error(), "without a network of its own") {
 		t.Errorf("a container made without a network put online: %v", err)
 	}
 }
 
-func copyOut(t *testing.T, rt runtime.Runtime, cfg Config) {
-	id := Started(t, rt, cfg, runtime.ContainerSpec{})
-	sh(t, rt, id, "mkdir -p /logs/artifacts/sub && echo one > /logs/artifacts/a.txt && echo two > /logs/artifacts/sub/b.txt && ln -s /etc/passwd /logs/artifacts/link && ln -s ../../.. /logs/artifacts/sub/up")
+func copyOut(t *testing.T, rt Backend, cfg Config) {
+	c := Started(t, rt, cfg, runtime.ContainerSpec{})
+	sh(t, c, "mkdir -p /logs/artifacts/sub && echo one > /logs/artifacts/a.txt && echo two > /logs/artifacts/sub/b.txt && ln -s /etc/passwd /logs/artifacts/link && ln -s ../../.. /logs/artifacts/sub/up")
 	dir := t.TempDir()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -325,7 +341,7 @@ func copyOut(t *testing.T, rt runtime.Runtime, cfg Config) {
 	defer root.Close()
 	os.MkdirAll(filepath.Join(dir, "artifacts"), 0o755)
 	os.WriteFile(filepath.Join(dir, "artifacts", "a.txt"), []byte("the caller's\n"), 0o644)
-	skipped, err := rt.CopyOut(context.Background(), id, "/logs/artifacts", root, "artifacts", 0)
+	skipped, err := c.CopyOut(context.Background(), "/logs/artifacts", root, "artifacts", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,8 +358,8 @@ func copyOut(t *testing.T, rt runtime.Runtime, cfg Config) {
 		t.Error("a symlink was copied out")
 	}
 	// A byte limit: what fits is copied, the rest skipped and listed.
-	sh(t, rt, id, "mkdir -p /big && head -c 3000 /dev/zero > /big/a && head -c 3000 /dev/zero > /big/b")
-	skipped, err = rt.CopyOut(context.Background(), id, "/big", root, "big", 4000)
+	sh(t, c, "mkdir -p /big && head -c 3000 /dev/zero > /big/a && head -c 3000 /dev/zero > /big/b")
+	skipped, err = c.CopyOut(context.Background(), "/big", root, "big", 4000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,8 +400,8 @@ func Binary(ctx context.Context, moduleDir string) (*runtime.Binary, error) {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "troupe")
-	if err := runtime.BuildBinary(ctx, moduleDir, path); err != nil {
+	if err := staticbin.Build(ctx, moduleDir, path); err != nil {
 		return nil, err
 	}
-	return runtime.LoadBinary(path)
+	return staticbin.Load(path)
 }

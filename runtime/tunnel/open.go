@@ -14,14 +14,17 @@ import (
 	"github.com/troupebench/troupe/runtime"
 )
 
-// Execer is what Open needs from a runtime.
+// Execer is what a tunnel needs of its container: an exec
+// (runtime.Container has it).
 type Execer interface {
-	Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error)
+	Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Process, error)
 }
 
 // Tunnel is a running tunnel: `troupe tunnel` in a container, served on the
-// host.
+// host. Make it with New, start it with Open, end it with Close.
 type Tunnel struct {
+	c      Execer
+	cmd    []string
 	proc   runtime.Process
 	sess   *yamux.Session
 	ready  chan struct{}
@@ -33,23 +36,28 @@ type Tunnel struct {
 	err    error
 }
 
-// Open starts `binary tunnel --listen ADDR=NAME...` in a started container
-// and serves its host end, dialing targets with dial within opts' bounds.
-// Use Ready to wait until the container end listens; Close to end it.
-func Open(ctx context.Context, rt Execer, id, binary string, listens []Listen, dial Dialer, opts Options) (*Tunnel, error) {
+// New makes the host end of a tunnel into container c: `binary tunnel
+// --listen ADDR=NAME...` to run there, and the targets its streams name
+// dialled with dial within opts' bounds. It does no I/O; Open starts it.
+func New(c Execer, binary string, listens []Listen, dial Dialer, opts Options) *Tunnel {
 	cmd := []string{binary, "tunnel"}
 	for _, l := range listens {
 		cmd = append(cmd, "--listen", l.Addr+"="+l.Name)
 	}
-	t := &Tunnel{ready: make(chan struct{}), host: newHost(dial, opts)}
+	return &Tunnel{c: c, cmd: cmd, ready: make(chan struct{}), host: newHost(dial, opts)}
+}
+
+// Open starts the container end in the (started) container and serves the
+// host end until Close, on a context of its own that ctx's cancellation
+// does not end. Use WaitReady to wait until the container end listens. A
+// tunnel that failed to open has nothing left running.
+func (t *Tunnel) Open(ctx context.Context) error {
 	pr, pw := io.Pipe()
-	proc, err := rt.Exec(ctx, id, runtime.ExecSpec{Cmd: cmd, Stdin: true, Stdout: pw, Stderr: &lockedWriter{mu: &t.mu, w: &t.stderr}})
+	proc, err := t.c.Exec(ctx, runtime.ExecSpec{Cmd: t.cmd, Stdin: true, Stdout: pw, Stderr: &lockedWriter{mu: &t.mu, w: &t.stderr}})
 	if err != nil {
-		return nil, fmt.Errorf("tunnel: start %s: %w", strings.Join(cmd, " "), err)
+		return fmt.Errorf("tunnel: start %s: %w", strings.Join(t.cmd, " "), err)
 	}
-	t.proc = proc
 	hostCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	t.cancel = cancel
 	// The process's end is the stream's end.
 	t.wg.Go(func() {
 		<-proc.Done()
@@ -62,16 +70,16 @@ func Open(ctx context.Context, rt Execer, id, binary string, listens []Listen, d
 		pw.Close()
 		proc.Close()
 		t.wg.Wait()
-		return nil, fmt.Errorf("tunnel: %w", err)
+		return fmt.Errorf("tunnel: %w", err)
 	}
-	t.sess = sess
+	t.proc, t.sess, t.cancel = proc, sess, cancel
 	t.wg.Go(func() {
 		err := t.host.serve(hostCtx, sess, t.ready)
 		t.mu.Lock()
 		t.err = err
 		t.mu.Unlock()
 	})
-	return t, nil
+	return nil
 }
 
 // Call runs a handler of the container end (see Handler) with arg and in,
@@ -142,13 +150,17 @@ func (t *Tunnel) Stderr() string {
 
 // Close ends the tunnel: the session closes, the container end sees its
 // input end and exits; Close waits for all of it, up to ten seconds for the
-// process.
-func (t *Tunnel) Close() error {
+// process, whether or not ctx is cancelled (it is cleanup). A tunnel never
+// opened has nothing to close.
+func (t *Tunnel) Close(ctx context.Context) error {
+	if t.proc == nil {
+		return nil
+	}
 	t.cancel()
 	if s := t.proc.Stdin(); s != nil {
 		s.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_, werr := t.proc.Wait(ctx)
 	if errors.Is(werr, context.DeadlineExceeded) {

@@ -116,7 +116,7 @@ func (p *fakeProc) Wait(ctx context.Context) (int, error) {
 	}
 }
 
-func (f fakeExecer) Exec(ctx context.Context, id string, spec runtime.ExecSpec) (runtime.Process, error) {
+func (f fakeExecer) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Process, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -150,13 +150,13 @@ func TestCalls(t *testing.T) {
 			return ctx.Err()
 		},
 	}
-	tun, err := Open(t.Context(), fakeExecer{handlers}, "c1", "troupe", nil, func(ctx context.Context, name string) (net.Conn, error) {
+	tun := New(fakeExecer{handlers}, "troupe", nil, func(ctx context.Context, name string) (net.Conn, error) {
 		return nil, fmt.Errorf("no targets")
 	}, Options{})
-	if err != nil {
+	if err := tun.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer tun.Close()
+	defer tun.Close(context.Background())
 	if err := tun.WaitReady(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -180,4 +180,28 @@ func TestCalls(t *testing.T) {
 	if _, err := tun.Call(t.Context(), "bad name", "", nil); err == nil {
 		t.Error("a name with a space was sent")
 	}
+}
+
+// TestLifecycle: New does no I/O and starts nothing: a tunnel never opened
+// closes at once; one whose exec cannot start fails Open and leaves nothing
+// to close.
+func TestLifecycle(t *testing.T) {
+	noDial := func(ctx context.Context, name string) (net.Conn, error) { return nil, fmt.Errorf("no targets") }
+	if err := New(fakeExecer{}, "troupe", nil, noDial, Options{}).Close(t.Context()); err != nil {
+		t.Errorf("closing a tunnel never opened: %v", err)
+	}
+	tun := New(failingExecer{}, "troupe", []Listen{{Addr: "127.0.0.1:3600", Name: "relay"}}, noDial, Options{})
+	if err := tun.Open(t.Context()); err == nil || !strings.Contains(err.Error(), "troupe tunnel --listen 127.0.0.1:3600=relay") {
+		t.Errorf("an exec that cannot start: %v", err)
+	}
+	if err := tun.Close(t.Context()); err != nil {
+		t.Errorf("closing a tunnel that failed to open: %v", err)
+	}
+}
+
+// failingExecer cannot start an exec.
+type failingExecer struct{}
+
+func (failingExecer) Exec(ctx context.Context, spec runtime.ExecSpec) (runtime.Process, error) {
+	return nil, fmt.Errorf("no such container")
 }

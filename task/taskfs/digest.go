@@ -1,4 +1,4 @@
-package runtime
+package taskfs
 
 import (
 	"crypto/sha256"
@@ -6,17 +6,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-
-	"github.com/troupebench/troupe/task/taskfs"
 )
 
-// DirDigest is the SHA-256 of a folder: every entry's relative path, mode and
+// Digest is the SHA-256 of a folder: every entry's relative path, mode and
 // content, in path order; symlinks are hashed as their target, never
-// followed, and every file is read beneath the folder (taskfs). It names a
-// built task environment (one build per digest) and pins a task in a job's
-// lock file.
-func DirDigest(dir string) (string, error) {
-	d, err := taskfs.Open(dir)
+// followed, and every file is read beneath the folder (a Dir). It names a
+// built task environment (one build per digest), pins a task in a job's
+// lock file and a stack's uploaded folder, and checks a fetched dataset.
+func Digest(dir string) (string, error) {
+	d, err := Open(dir)
 	if err != nil {
 		return "", fmt.Errorf("digest of %s: %w", dir, err)
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/task"
 )
 
 // CheckEndpoints opens and closes a trial per condition on the gateway, so
@@ -27,6 +30,27 @@ func (p *Plan) CheckEndpoints(ctx context.Context, g *llm.Gateway) error {
 			continue
 		}
 		t.Close(context.WithoutCancel(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// RefuseKeysInTaskEnv refuses a task whose [environment] env takes a value
+// from a host variable that holds an endpoint's real API key: the value
+// would be in the trial container, where no real key may go.
+func RefuseKeysInTaskEnv(tasks []*task.Task, endpoints llm.Endpoints) error {
+	keyVars := map[string]string{}
+	for name, ep := range endpoints {
+		if ep.APIKeyEnv != "" {
+			keyVars[ep.APIKeyEnv] = name
+		}
+	}
+	var errs []error
+	for _, t := range tasks {
+		for _, v := range slices.Sorted(maps.Keys(t.FromHost)) {
+			if ep, ok := keyVars[v]; ok {
+				errs = append(errs, fmt.Errorf("task %s: task.toml takes ${%s}, the API key of endpoint %s, into the trial container: real keys never enter trial containers (agents reach models through troupe's gateway)", t.Dir, v, ep))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -125,7 +125,7 @@ func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, art
 	if err != nil {
 		return fmt.Errorf("the replay's task: %w (--task gives its folder)", err)
 	}
-	if err := refuseKeysInTaskEnv([]*task.Task{tk}, cfg); err != nil {
+	if err := job.RefuseKeysInTaskEnv([]*task.Task{tk}, cfg.endpoints); err != nil {
 		return err
 	}
 	if tk.Digest != rec.TaskChecksum {

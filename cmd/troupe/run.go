@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -213,27 +212,6 @@ func (a *app) networkPolicy(cmd *cobra.Command) (trial.NetworkPolicy, error) {
 	return p, nil
 }
 
-// refuseKeysInTaskEnv refuses a task whose [environment] env takes a value
-// from a host variable that holds an endpoint's real API key: the value
-// would be in the trial container, where no real key may go.
-func refuseKeysInTaskEnv(tasks []*task.Task, cfg *config) error {
-	keyVars := map[string]string{}
-	for name, ep := range cfg.endpoints {
-		if ep.APIKeyEnv != "" {
-			keyVars[ep.APIKeyEnv] = name
-		}
-	}
-	var errs []error
-	for _, t := range tasks {
-		for _, v := range slices.Sorted(maps.Keys(t.FromHost)) {
-			if ep, ok := keyVars[v]; ok {
-				errs = append(errs, fmt.Errorf("task %s: task.toml takes ${%s}, the API key of endpoint %s, into the trial container: real keys never enter trial containers (agents reach models through troupe's gateway)", t.Dir, v, ep))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // loadCondition loads and verifies a manifest, its personas and its
 // agents' stacks.
 func loadCondition(path, artifactRoot string, cfg *config) (job.Condition, error) {
@@ -331,7 +309,7 @@ func loadJobInputs(ctx context.Context, a *app, opts *runOptions, artifactRoot s
 	}
 	opts.tasks = append(opts.tasks, fetched...)
 	tasks, terr := task.Find(opts.tasks, task.Options{Strict: opts.strict})
-	errs = append(errs, terr, refuseKeysInTaskEnv(tasks, cfg))
+	errs = append(errs, terr, job.RefuseKeysInTaskEnv(tasks, cfg.endpoints))
 	if opts.oracle {
 		for _, t := range tasks {
 			if t.SolutionDir == "" {

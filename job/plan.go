@@ -178,6 +178,8 @@ func checkNames(spec Spec) error {
 	return errors.Join(errs...)
 }
 
+// checkFolderName refuses a name that cannot be part of a folder and a
+// channel: empty, a dot or two, a slash, a quote or a space.
 func checkFolderName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\"'`") || strings.IndexFunc(name, unicode.IsSpace) >= 0 {
 		return fmt.Errorf("%q cannot name a trial folder and channel: use letters, digits, '.', '_' or '-', with no spaces, slashes or quotes", name)

@@ -1,14 +1,9 @@
 package trial
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,17 +13,11 @@ import (
 	"github.com/troupebench/troupe/runtime/kubernetes/kubetest"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
-	"golang.org/x/sync/errgroup"
+	"github.com/troupebench/troupe/trial/trialtest"
 )
 
-// dockerRunTrue is the baseline container: the docker command line's
-// `docker run --rm --network none busybox true`.
-func dockerRunTrue(b *testing.B) {
-	out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--label", runtime.LabelJob+"="+runID+"-bench", "busybox", "true").CombinedOutput()
-	if err != nil {
-		b.Fatalf("%v: %s", err, out)
-	}
-}
+// dockerRunTrue is the baseline container (trialtest.DockerRunTrue).
+func dockerRunTrue(b *testing.B) { trialtest.DockerRunTrue(b, runID) }
 
 // BenchmarkTrialOverhead: one mock solo trial of hello-world, against a bare
 // container.
@@ -99,97 +88,6 @@ func trialOverhead(b *testing.B, env *Env, tm *manifest.Team, tk *task.Task, ok 
 	b.ReportMetric(float64(overhead.Milliseconds())/float64(b.N), "ms/trial")
 }
 
-// BenchmarkJobThroughput: trials per hour at concurrency 1, 4 and 16,
-// against bare containers started at the same concurrency.
-func BenchmarkJobThroughput(b *testing.B) {
-	for _, c := range []struct{ concurrency, trials int }{{1, 4}, {4, 8}, {16, 16}} {
-		b.Run(fmt.Sprintf("c%d/baseline", c.concurrency), func(b *testing.B) {
-			start := time.Now()
-			for b.Loop() {
-				var g errgroup.Group
-				g.SetLimit(c.concurrency)
-				for range c.trials {
-					g.Go(func() error { dockerRunTrue(b); return nil })
-				}
-				g.Wait()
-			}
-			b.ReportMetric(perHour(c.trials*b.N, time.Since(start)), "trials/h")
-		})
-		b.Run(fmt.Sprintf("c%d/troupe", c.concurrency), func(b *testing.B) {
-			env := benchEnv(b)
-			start := time.Now()
-			for b.Loop() {
-				res, err := RunJob(b.Context(), env, JobSpec{Dir: filepath.Join(b.TempDir(), "job"), Conditions: []Condition{benchCondition(b, "../examples/manifests/solo.yaml")},
-					Tasks: []*task.Task{benchTask(b)}, Attempts: c.trials, Concurrency: c.concurrency}, Progress{})
-				if err != nil || res.Stats.Completed != c.trials {
-					b.Fatalf("job: %v %+v", err, res)
-				}
-			}
-			b.ReportMetric(perHour(c.trials*b.N, time.Since(start)), "trials/h")
-		})
-	}
-}
-
-// BenchmarkJobMemory: the orchestrator's peak resident memory with 32
-// trials running at once (each agent works four seconds).
-//   - baseline: the process with the relay and the gateway open, idle
-//   - troupe: the peak during the job
-func BenchmarkJobMemory(b *testing.B) {
-	b.Run("c32/baseline", func(b *testing.B) {
-		benchEnv(b)
-		for b.Loop() {
-			time.Sleep(10 * time.Millisecond)
-		}
-		b.ReportMetric(float64(rssBytes())/(1<<20), "peak-MB")
-	})
-	b.Run("c32/troupe", func(b *testing.B) {
-		env := benchEnv(b)
-		env.Gateway.Scenarios = unionFS{os.DirFS("testdata/scenarios")}
-		var peak int64
-		for b.Loop() {
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				for {
-					peak = max(peak, rssBytes())
-					select {
-					case <-stop:
-						return
-					case <-time.After(50 * time.Millisecond):
-					}
-				}
-			})
-			res, err := RunJob(b.Context(), env, JobSpec{Dir: filepath.Join(b.TempDir(), "job"), Conditions: []Condition{benchCondition(b, "testdata/manifests/slow.yaml")},
-				Tasks: []*task.Task{benchTask(b)}, Attempts: 32, Concurrency: 32}, Progress{})
-			close(stop)
-			wg.Wait()
-			if err != nil || res.Stats.Completed != 32 {
-				b.Fatalf("job: %v %+v", err, res.Stats)
-			}
-		}
-		b.ReportMetric(float64(peak)/(1<<20), "peak-MB")
-	})
-}
-
-func perHour(n int, d time.Duration) float64 { return float64(n) / d.Hours() }
-
-// rssBytes is the process's resident memory, from /proc/self/status.
-func rssBytes() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // benchEnv is testEnv for benchmarks.
 func benchEnv(b *testing.B) *Env {
 	r, g := services(b)
@@ -198,10 +96,6 @@ func benchEnv(b *testing.B) *Env {
 
 func benchInputs(b *testing.B, manifestPath string) (*manifest.Team, *task.Task) {
 	return team(b, manifestPath), benchTask(b)
-}
-
-func benchCondition(b *testing.B, path string) Condition {
-	return Condition{Path: path, Team: team(b, path)}
 }
 
 func benchTask(b *testing.B) *task.Task { return loadTask(b, helloWorld) }

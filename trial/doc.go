@@ -1,5 +1,5 @@
-// Package trial runs benchmark trials of agent teams and the jobs they make
-// up: `troupe run`.
+// Package trial runs one benchmark trial of an agent team: `troupe run`'s
+// unit, which package job schedules.
 //
 // A trial (Run) is one team on one task: it provisions the agents' keys,
 // prompts, channel and gateway tokens; starts a container with no network;
@@ -7,9 +7,7 @@
 // gateway; launches one `troupe agent` per roster member; waits for them to
 // be ready; posts the task; watches for the orchestrator's DONE:, the
 // deadline, a spent budget or the agents' end; sweeps; runs the task's
-// verifier; and writes the trial folder, result.json last. A job (RunJob)
-// is manifests × tasks × attempts with bounded concurrency, resumable from
-// its folder, retrying only trials the harness failed.
+// verifier; and writes the trial folder, result.json last.
 //
 // Tasks are in Harbor's format (package task). docs/run.md describes the steps,
 // the completion reasons and outcomes, and the files on disk.

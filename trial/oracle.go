@@ -16,12 +16,19 @@ import (
 // solutionDir is where the oracle's solution/ goes, as in Harbor.
 const solutionDir = "/solution"
 
-// OracleCondition is the condition of troupe run --oracle (Harbor's oracle
-// agent): each task's solution/solve.sh, run as the task's agent user, in
-// place of a team; then the task's verifier, as for any trial. A task set
-// whose oracle does not pass everywhere has broken tasks.
-func OracleCondition() Condition {
-	return Condition{Path: "(oracle)", Team: &manifest.Team{Manifest: manifest.Oracle()}, Oracle: true}
+// The oracle (troupe run --oracle, Harbor's oracle agent) runs each task's
+// solution/solve.sh, as the task's agent user, in place of a team; then the
+// task's verifier, as for any trial (Spec.Oracle). A task set whose oracle
+// does not pass everywhere has broken tasks.
+
+// OracleManifestPath stands for the oracle's manifest, which has no file:
+// a result's manifest_path says a trial ran the oracle.
+const OracleManifestPath = "(oracle)"
+
+// OracleTeam is the oracle's roster: its manifest (manifest.Oracle), no
+// agents.
+func OracleTeam() *manifest.Team {
+	return &manifest.Team{Manifest: manifest.Oracle()}
 }
 
 // provisionOracle is provision for the oracle: no keys, channel or tokens;

@@ -13,8 +13,7 @@ import (
 func runOracle(t *testing.T, env *Env, taskDir string) (*Result, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "trial")
-	c := OracleCondition()
-	res, err := Run(t.Context(), env, Spec{Name: "t__oracle__1", Dir: dir, Team: c.Team, ManifestPath: c.Path, Task: loadTask(t, taskDir), Attempt: 1, Oracle: true}, nil)
+	res, err := Run(t.Context(), env, Spec{Name: "t__oracle__1", Dir: dir, Team: OracleTeam(), ManifestPath: OracleManifestPath, Task: loadTask(t, taskDir), Attempt: 1, Oracle: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

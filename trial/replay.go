@@ -68,12 +68,12 @@ func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
 	}
 	if res.TrialID == "" {
 		hint := "<job>/<task>__<condition>__<attempt>"
-		if names := finishedTrialNames(dir); len(names) > 0 {
+		if names := FinishedTrials(dir); len(names) > 0 {
 			hint = filepath.Join(dir, names[0]) + ", or another of " + clip.Head(strings.Join(names, ", "), 300)
 		}
 		return nil, fmt.Errorf("%s is not a trial's folder (a job's?): give a trial folder, %s", dir, hint)
 	}
-	if res.ManifestPath == OracleCondition().Path {
+	if res.ManifestPath == OracleManifestPath {
 		return nil, fmt.Errorf("trial %s ran the oracle (the task's solution/solve.sh): it called no model, and there is nothing to replay", dir)
 	}
 	rp := &Replay{Dir: dir, Recorded: res, Calls: map[string][]llm.Call{}, OnDivergence: policy}

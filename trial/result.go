@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/troupebench/troupe/internal/atomicfile"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/runtime/tunnel"
@@ -197,43 +197,12 @@ func (r *Result) Finished() bool {
 	return r.Outcome == outcome.Passed || r.Outcome == outcome.Failed || r.Outcome == outcome.VerifierError
 }
 
-// writeJSON writes v to path atomically: a temporary file in the same
-// folder, synced, then renamed over the old one, so a reader (or a crash)
-// never sees half a file.
-func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	return writeFileAtomic(path, append(data, '\n'))
-}
-
-// writeFileAtomic writes data to path as writeJSON does.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename this fails harmlessly
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
+// writeJSON and writeFileAtomic write a file of the trial folder whole or
+// not at all (package atomicfile).
+var (
+	writeJSON       = atomicfile.WriteJSON
+	writeFileAtomic = atomicfile.Write
+)
 
 // ReadResult reads a trial's result.json.
 func ReadResult(path string) (*Result, error) {

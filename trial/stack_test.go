@@ -1,49 +1,14 @@
 package trial
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/troupebench/troupe/stack"
-	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 )
-
-func fileDigest(t *testing.T, path string) string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// plainStack is a stack that is a plain binary following the contract (a
-// copy of troupe's own, uploaded), started by a launcher script that reads
-// the token from the variable the stack maps it to.
-func plainStack(t *testing.T) *stack.Stack {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agent")
-	if err := os.WriteFile(bin, testBinary(t).Data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run, _ := filepath.Abs("testdata/stacks/plain/run.sh")
-	return &stack.Stack{
-		Name: "plain", Source: "the test",
-		Files: []stack.File{
-			{Path: bin, To: "/opt/plain/bin/agent", Mode: 0o755, SHA256: fileDigest(t, bin)},
-			{Path: run, To: "/opt/plain/run.sh", Mode: 0o755, SHA256: fileDigest(t, run)},
-		},
-		Command:  []string{"/opt/plain/run.sh"},
-		Env:      map[string]string{"MY_TOKEN": stack.ValueToken, "MY_MODEL": stack.ValueModel},
-		FixedEnv: map[string]string{"PLAIN_MODE": "test"},
-	}
-}
 
 // TestPlainBinaryStack: a team whose lead is the reference agent and whose
 // workers run a stack of their own, a binary uploaded and pinned by
@@ -84,42 +49,4 @@ func TestPlainBinaryStack(t *testing.T) {
 		t.Errorf("the worker did not start through the stack's launcher:\n%s", stderr)
 	}
 	noSecrets(t, dir)
-}
-
-// TestStackRefusals: a stack that cannot run, or that would change who an
-// agent is, is refused before any container starts, naming the file or
-// the variable.
-func TestStackRefusals(t *testing.T) {
-	env := testEnv(t)
-	good := plainStack(t)
-	for _, c := range []struct {
-		name   string
-		stacks stack.Set
-		want   string
-	}{
-		{"undefined", stack.Set{}, `harness "plain" names no stack`},
-		{"digest mismatch", func() stack.Set {
-			st := *good
-			st.Files = append([]stack.File(nil), good.Files...)
-			st.Files[1].SHA256 = "sha256:" + strings.Repeat("0", 64)
-			return stack.Set{"plain": &st}
-		}(), "run.sh has sha256:"},
-		{"identity override", func() stack.Set {
-			st := *good
-			st.FixedEnv = map[string]string{"TROUPE_CHANNEL": "another-trial"}
-			return stack.Set{"plain": &st}
-		}(), "fixed_env: TROUPE_CHANNEL is the contract's own"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "job")
-			_, err := RunJob(t.Context(), env, JobSpec{Dir: out, Attempts: 1, Concurrency: 1, Tasks: []*task.Task{loadTask(t, helloWorld)},
-				Conditions: []Condition{{Path: "plain-stack.yaml", Team: team(t, "testdata/manifests/plain-stack.yaml"), Stacks: c.stacks}}}, Progress{})
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v does not say %q", err, c.want)
-			}
-			if entries, _ := os.ReadDir(out); len(entries) > 0 {
-				t.Errorf("the refused job wrote %v", entries)
-			}
-		})
-	}
 }

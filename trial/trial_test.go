@@ -1,15 +1,11 @@
 package trial
 
 import (
-	"bytes"
 	"cmp"
-	"compress/gzip"
 	"encoding/json"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -71,70 +67,6 @@ func dump(t *testing.T, dir string) {
 		if err == nil && !e.IsDir() && (strings.HasSuffix(p, ".log") || strings.HasSuffix(p, ".txt") || strings.HasSuffix(p, "result.json")) {
 			data, _ := os.ReadFile(p)
 			t.Logf("%s:\n%s", p, data)
-		}
-		return nil
-	})
-}
-
-var (
-	hex64 = regexp.MustCompile(`[0-9a-f]{64}`)
-	token = regexp.MustCompile(`tg-[0-9a-f]{16,}`)
-)
-
-// readPlain reads a file of a trial folder, decompressed when it is a .gz
-// (a conversation record): a secret compressed is still a secret.
-func readPlain(t *testing.T, p string) []byte {
-	t.Helper()
-	data, _ := os.ReadFile(p)
-	if !strings.HasSuffix(p, ".gz") {
-		return data
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Errorf("%s: %v", p, err)
-		return data
-	}
-	plain, err := io.ReadAll(zr)
-	if err != nil {
-		t.Errorf("%s: %v", p, err)
-	}
-	return plain
-}
-
-// noSecrets checks every file of a trial folder: no gateway token, and no
-// 64-hex string that is the secret key of any pubkey the trial used.
-func noSecrets(t *testing.T, dir string) {
-	t.Helper()
-	res, err := ReadResult(filepath.Join(dir, "result.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubkeys := map[string]bool{}
-	for _, a := range res.Agents {
-		pubkeys[a.Pubkey] = true
-	}
-	transcript, _ := os.ReadFile(filepath.Join(dir, "relay", "transcript.jsonl"))
-	for line := range strings.SplitSeq(string(transcript), "\n") {
-		var rec struct{ Event nostr.Event }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Event.PubKey != "" {
-			pubkeys[rec.Event.PubKey] = true
-		}
-	}
-	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		data := readPlain(t, p)
-		if m := token.Find(data); m != nil {
-			t.Errorf("%s holds a gateway token (%s…)", p, m[:8])
-		}
-		for _, m := range hex64.FindAll(data, -1) {
-			if pk, err := nostr.GetPublicKey(string(m)); err == nil && pubkeys[pk] {
-				t.Errorf("%s holds the secret key of %s", p, pk)
-			}
-		}
-		if strings.Contains(string(data), "sk-troupe-real-key-do-not-leak") {
-			t.Errorf("%s holds the host's real API key", p)
 		}
 		return nil
 	})

@@ -28,7 +28,10 @@ func TestOneOwnerPerFormat(t *testing.T) {
 		"record block reference": "llm", "message kind": "channel", "DONE: prefix": "channel",
 		"folder digest entry": "task/taskfs",
 	}
-	names := []string{Members, Transcript, Audit, "members.json", "transcript.jsonl", "audit.jsonl"}
+	// The job folder's log is only the job's (jobdir.go). Its lock.json
+	// and .superseded/ are still spelt in package report too, and
+	// config.json and result.json are shared with other formats' names.
+	names := []string{Members, Transcript, Audit, "members.json", "transcript.jsonl", "audit.jsonl", JobLog}
 	fset := token.NewFileSet()
 	files := 0
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {

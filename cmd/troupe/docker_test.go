@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	troupejob "github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
 	"github.com/troupebench/troupe/runtime/staticbin"
@@ -80,7 +81,7 @@ func TestInstalledBinaryRunsTrials(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("troupe run with the installed binary: %v\n%s", err, out)
 	}
-	var res trial.JobResult
+	var res troupejob.Result
 	readJSON(t, filepath.Join(job, "result.json"), &res)
 	if c := res.Conditions["hello-solo-mock"]; c == nil || c.Passed != 1 {
 		t.Errorf("the trial did not pass: %+v", res.Conditions)
@@ -119,7 +120,7 @@ func TestRunAndCompareAgree(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var res trial.JobResult
+	var res troupejob.Result
 	readJSON(t, filepath.Join(job, "result.json"), &res)
 	code, out, errOut := troupe(t, "compare", job, "--format", "json")
 	if code != exitOK {
@@ -243,7 +244,7 @@ func TestRunInterruptAndResume(t *testing.T) {
 			t.Logf("stderr:\n%s", stderr.String())
 		}
 	}
-	var first trial.JobResult
+	var first troupejob.Result
 	readJSON(t, filepath.Join(out, "result.json"), &first)
 	kept := map[string]string{}
 	for name, o := range first.Trials {

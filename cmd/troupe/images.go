@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
 	"github.com/troupebench/troupe/runtime/kubernetes"
@@ -164,8 +165,10 @@ type envImage struct {
 }
 
 // planImages reads the tasks of paths, as troupe tasks load does, and
-// lists the environments their trials build with the names they have in
-// repo. A task that cannot be read is a line with its error.
+// lists the environments their trials build (job.TaskImages: the images a
+// job's plan lists) with the names they have in repo. A task that cannot
+// be read is a line with its error; one whose trial container is only
+// pulled is a line that says so.
 func planImages(paths []string, repo string) ([]envImage, error) {
 	dirs, err := task.Dirs(paths)
 	if err != nil && len(dirs) == 0 {
@@ -178,43 +181,22 @@ func planImages(paths []string, repo string) ([]envImage, error) {
 			plan = append(plan, envImage{name: filepath.Base(dir), task: dir, refused: lerr})
 			continue
 		}
-		image, builds := taskBuilds(t)
-		switch main := len(builds) > 0 && builds[0].name == t.Name; {
-		case !main && image != "":
-			plan = append(plan, envImage{name: t.Name, task: t.Dir, skip: "it names only docker_image " + image + " (no environment/Dockerfile): the cluster pulls that image itself"})
-		case !main:
-			plan = append(plan, envImage{name: t.Name, task: t.Dir, err: errors.New("the trial container has no image: the compose file's main service names no image and no build, and the task has no environment/Dockerfile or docker_image")})
-		}
-		for _, b := range builds {
-			b.ref, b.err = kubernetes.EnvironmentRef(repo, b.build)
-			plan = append(plan, b)
-		}
-	}
-	return plan, err
-}
-
-// taskBuilds are the environments a trial of t builds, as the trial
-// resolves its images (trial/compose.go: imageSpec, then services): the
-// trial container's (the compose file's main service's build, else
-// environment/), then each compose sidecar's that has a build. image is
-// the name the trial container's image is pulled by when the task gives
-// one.
-func taskBuilds(t *task.Task) (image string, builds []envImage) {
-	image, dir, dockerfile := t.Image, t.EnvDir, ""
-	if c := t.Compose; c != nil && (c.Main.Image != "" || c.Main.BuildDir != "") {
-		image, dir, dockerfile = c.Main.Image, c.Main.BuildDir, c.Main.Dockerfile
-	}
-	if dir != "" {
-		builds = append(builds, envImage{name: t.Name, task: t.Dir, build: runtime.BuildSpec{Context: dir, Dockerfile: dockerfile}})
-	}
-	if t.Compose != nil {
-		for _, s := range t.Compose.Sidecars {
-			if s.BuildDir != "" {
-				builds = append(builds, envImage{name: t.Name + "/" + s.Name, task: t.Dir, build: runtime.BuildSpec{Context: s.BuildDir, Dockerfile: s.Dockerfile}})
+		for _, img := range job.TaskImages(t) {
+			switch {
+			case img.Context != "":
+				b := envImage{name: img.Name(), task: t.Dir, build: img.Build()}
+				b.ref, b.err = kubernetes.EnvironmentRef(repo, b.build)
+				plan = append(plan, b)
+			case img.Service != "":
+				// A sidecar that is only pulled: the cluster pulls it.
+			case img.Pull != "":
+				plan = append(plan, envImage{name: t.Name, task: t.Dir, skip: "it names only docker_image " + img.Pull + " (no environment/Dockerfile): the cluster pulls that image itself"})
+			default:
+				plan = append(plan, envImage{name: t.Name, task: t.Dir, err: errors.New(img.Error)})
 			}
 		}
 	}
-	return image, builds
+	return plan, err
 }
 
 func runImagesBuild(ctx context.Context, out, progress io.Writer, d *docker.Docker, paths []string, opts imagesOptions) error {

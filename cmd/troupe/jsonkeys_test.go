@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/troupebench/troupe/decide"
+	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/report"
 	"github.com/troupebench/troupe/trial"
@@ -20,7 +21,7 @@ import (
 // expects.
 func TestJSONKeysAreSnakeCase(t *testing.T) {
 	roots := []any{
-		trial.Result{}, trial.JobResult{}, trial.Event{}, trial.JobEvent{},
+		trial.Result{}, job.Result{}, trial.Event{}, job.Event{}, job.Plan{},
 		replayOutcome{}, planReport{}, validateResult{}, taskReport{}, datasetSummary{},
 		report.Comparison{}, llm.Record{}, decide.Decision{},
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/kubernetes"
 	"github.com/troupebench/troupe/runtime/kubernetes/kubetest"
@@ -90,7 +91,7 @@ func TestKubernetesTeamJob(t *testing.T) {
 	if err != nil {
 		t.Fatalf("troupe run --runtime kubernetes: %v\n%s", err, output)
 	}
-	var job trial.JobResult
+	var job job.Result
 	readJSON(t, filepath.Join(out, "result.json"), &job)
 	passed := 0
 	for _, o := range job.Trials {
@@ -183,7 +184,7 @@ func TestKubernetesPendingIsInfra(t *testing.T) {
 	if exitErr, ok := errors.AsType[*exec.ExitError](err); !ok || exitErr.ExitCode() != exitUnmeasured {
 		t.Fatalf("a trial that cannot be scheduled: %v\n%s", err, output)
 	}
-	var job trial.JobResult
+	var job job.Result
 	readJSON(t, filepath.Join(out, "result.json"), &job)
 	if job.Stats.Retries != 1 {
 		t.Errorf("retries: %d, want 1", job.Stats.Retries)

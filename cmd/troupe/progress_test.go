@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
 )
@@ -16,10 +17,10 @@ func TestProgressCountsARetriedTrialOnce(t *testing.T) {
 	var out bytes.Buffer
 	p := newProgress(newApp(io.Discard, &out), false)
 	p.terminal = true
-	p.job(trial.JobEvent{Type: trial.EventJobStarted, Dir: "jobs/x", Total: 1})
+	p.job(job.Event{Type: job.EventStarted, Dir: "jobs/x", Total: 1})
 	p.trial(trial.Event{Type: trial.EventStarted, Trial: "a"})
 	p.trial(trial.Event{Type: trial.EventFinished, Trial: "a", Outcome: outcome.UnscoredInfra})
-	p.job(trial.JobEvent{Type: trial.EventRetry, Trial: "a", Attempt: 1})
+	p.job(job.Event{Type: job.EventRetry, Trial: "a", Attempt: 1})
 	p.trial(trial.Event{Type: trial.EventStarted, Trial: "a"})
 	p.trial(trial.Event{Type: trial.EventFinished, Trial: "a", Outcome: outcome.Passed})
 	last := out.String()[strings.LastIndex(out.String(), "\r\033[K"):]
@@ -35,7 +36,7 @@ func TestProgressKeepsTheWholeError(t *testing.T) {
 	fix := "fix: build the image with docker build -t my/image environment/ and run again"
 	long := strings.Repeat("the engine said something long about the build; ", 6) + "\n" + fix
 	p.trial(trial.Event{Type: trial.EventFinished, Trial: "a", Outcome: outcome.UnscoredInfra, Error: long})
-	p.job(trial.JobEvent{Type: trial.EventRetry, Trial: "a", Attempt: 1, Error: long})
+	p.job(job.Event{Type: job.EventRetry, Trial: "a", Attempt: 1, Error: long})
 	if got := strings.Count(out.String(), fix); got != 2 {
 		t.Errorf("the fix is printed %d times, want 2:\n%s", got, out.String())
 	}

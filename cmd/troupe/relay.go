@@ -80,34 +80,9 @@ func runRelay(ctx context.Context, out, raw io.Writer, opts relayOptions) (err e
 	if opts.channel != "" && len(opts.members) == 0 {
 		return &usageError{command: "troupe relay", err: errors.New("--channel needs at least one --member")}
 	}
-	members := make([]relay.Member, len(opts.members))
-	for i, m := range opts.members {
-		var sk string
-		if members[i], sk, err = parseMember(m, i); err != nil {
-			return &usageError{command: "troupe relay", err: fmt.Errorf("--member %s: %w", m, err)}
-		}
-		if sk != "" {
-			if opts.keysDir == "" {
-				return &usageError{command: "troupe relay", err: fmt.Errorf("--member %s has no key: give ID=KEY (a key is 64 hex digits or an npub), or --keys-dir to generate one", m)}
-			}
-			if err := writeKey(opts.keysDir, members[i].ID, sk); err != nil {
-				return err
-			}
-		}
-	}
-	orchestrator := ""
-	if len(members) > 0 {
-		orchestrator = members[0].Pubkey
-	}
-	if opts.orchestrator != "" {
-		if orchestrator, err = parsePubkey(opts.orchestrator); err != nil {
-			return &usageError{command: "troupe relay", err: fmt.Errorf("--orchestrator: %w", err)}
-		}
-	}
-	for i := range members {
-		if members[i].Kind == "" {
-			members[i].Kind = map[bool]string{true: "orchestrator", false: "worker"}[members[i].Pubkey == orchestrator]
-		}
+	members, orchestrator, err := relayMembers(opts)
+	if err != nil {
+		return err
 	}
 
 	// The transcript is opened first so that it is closed last, after the
@@ -161,6 +136,42 @@ func runRelay(ctx context.Context, out, raw io.Writer, opts relayOptions) (err e
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping relay")
 	return nil
+}
+
+// relayMembers reads --member and --orchestrator: the channel's members,
+// each with its kind, and the orchestrator's pubkey (the first member's
+// unless --orchestrator names another). A member given without a key gets
+// one, its secret written to --keys-dir.
+func relayMembers(opts relayOptions) (members []relay.Member, orchestrator string, err error) {
+	members = make([]relay.Member, len(opts.members))
+	for i, m := range opts.members {
+		var sk string
+		if members[i], sk, err = parseMember(m, i); err != nil {
+			return nil, "", &usageError{command: "troupe relay", err: fmt.Errorf("--member %s: %w", m, err)}
+		}
+		if sk != "" {
+			if opts.keysDir == "" {
+				return nil, "", &usageError{command: "troupe relay", err: fmt.Errorf("--member %s has no key: give ID=KEY (a key is 64 hex digits or an npub), or --keys-dir to generate one", m)}
+			}
+			if err := writeKey(opts.keysDir, members[i].ID, sk); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	if len(members) > 0 {
+		orchestrator = members[0].Pubkey
+	}
+	if opts.orchestrator != "" {
+		if orchestrator, err = parsePubkey(opts.orchestrator); err != nil {
+			return nil, "", &usageError{command: "troupe relay", err: fmt.Errorf("--orchestrator: %w", err)}
+		}
+	}
+	for i := range members {
+		if members[i].Kind == "" {
+			members[i].Kind = map[bool]string{true: "orchestrator", false: "worker"}[members[i].Pubkey == orchestrator]
+		}
+	}
+	return members, orchestrator, nil
 }
 
 // postTask plays the trial user: once every member is ready it posts the

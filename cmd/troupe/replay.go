@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
@@ -124,7 +125,7 @@ func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, art
 	if err != nil {
 		return fmt.Errorf("the replay's task: %w (--task gives its folder)", err)
 	}
-	if err := refuseKeysInTaskEnv([]*task.Task{tk}, cfg); err != nil {
+	if err := job.RefuseKeysInTaskEnv([]*task.Task{tk}, cfg.endpoints); err != nil {
 		return err
 	}
 	if tk.Digest != rec.TaskChecksum {
@@ -139,8 +140,8 @@ func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, art
 		return fmt.Errorf("%s is not empty: a replay runs in a folder of its own (give another --out, or remove it)", out)
 	}
 	ropts := runOptions{multiplier: opts.timeout, readyTimeout: trial.DefaultLimits.Ready, record: trial.RecordFull}
-	res, err := runJob(ctx, a, cmd, cfg, ropts, trial.JobSpec{
-		Dir: out, Conditions: []trial.Condition{cond}, Tasks: []*task.Task{tk}, Attempts: 1, Concurrency: 1, Replay: rp,
+	res, err := runJob(ctx, a, cmd, cfg, ropts, job.Spec{
+		Dir: out, Conditions: []job.Condition{cond}, Tasks: []*task.Task{tk}, Attempts: 1, Concurrency: 1, Replay: rp,
 		Command: append([]string{"troupe", "replay", dir}, replayArgs(opts, policy)...),
 	}, opts.json)
 	if res == nil {
@@ -149,10 +150,10 @@ func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, art
 	if err != nil {
 		return err
 	}
-	if ctx.Err() != nil || unmeasured(res) > 0 {
+	if ctx.Err() != nil || res.Unmeasured() > 0 {
 		return jobExit(ctx, a, res, 0)
 	}
-	trialDir := filepath.Join(out, trial.TrialName(tk.Name, cond.Team.Manifest.Condition, 1))
+	trialDir := filepath.Join(out, trialdir.TrialName(tk.Name, cond.Team.Manifest.Condition, 1))
 	report, err := replayReport(dir, trialDir)
 	if err != nil {
 		return err

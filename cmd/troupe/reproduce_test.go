@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/trial"
 )
@@ -26,7 +27,7 @@ const reproduceRuns = 10
 // jobFigures is every figure a job's files give: what a scripted (mock)
 // job must give the same on every run. Times, ids and latencies aside.
 type jobFigures struct {
-	Stats  trial.JobStats
+	Stats  job.Stats
 	Costs  map[string]float64 // by condition
 	Trials map[string]trialFigures
 }
@@ -49,7 +50,7 @@ type agentFigures struct {
 // readFigures reads a job folder's figures.
 func readFigures(t *testing.T, dir string) jobFigures {
 	t.Helper()
-	var job trial.JobResult
+	var job job.Result
 	readJSON(t, filepath.Join(dir, "result.json"), &job)
 	f := jobFigures{Stats: job.Stats, Costs: map[string]float64{}, Trials: map[string]trialFigures{}}
 	for name, c := range job.Conditions {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/manifest"
-	"github.com/troupebench/troupe/trial"
 )
 
 // choiceScenario is a solo agent that writes hello.txt right in a share
@@ -147,7 +147,7 @@ func mustRead(t *testing.T, path string) string {
 // variance can be, which is used without one.
 func TestSequentialFromAPilot(t *testing.T) {
 	pilot := writePilot(t, pilotScenario())
-	conds := []trial.Condition{
+	conds := []job.Condition{
 		{Team: &manifest.Team{Manifest: &manifest.Manifest{Condition: "solo"}}},
 		{Team: &manifest.Team{Manifest: &manifest.Manifest{Condition: "team"}}},
 	}

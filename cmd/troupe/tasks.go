@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
@@ -188,7 +189,7 @@ type checkReport struct {
 
 // printCheck reports each task of an oracle job: ok when its oracle
 // passed, else broken and why.
-func printCheck(a *app, out string, res *trial.JobResult, asJSON bool) error {
+func printCheck(a *app, out string, res *job.Result, asJSON bool) error {
 	var reports []checkReport
 	for _, name := range slices.Sorted(maps.Keys(res.Trials)) {
 		dir := filepath.Join(out, name)

@@ -1,4 +1,4 @@
-package trial
+package job
 
 import (
 	"context"
@@ -13,30 +13,27 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
 )
-
-func cond(t *testing.T, path string) Condition {
-	return Condition{Path: path, Team: team(t, path)}
-}
 
 func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 	env := testEnv(t)
 	dir := filepath.Join(t.TempDir(), "job")
-	spec := JobSpec{
+	spec := Spec{
 		Dir:        dir,
-		Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml"), cond(t, "testdata/manifests/wrong.yaml")},
-		Tasks:      []*task.Task{loadTask(t, helloWorld), loadTask(t, "testdata/tasks/broken-dockerfile")},
+		Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml"), cond(t, testdata("manifests", "wrong.yaml"))},
+		Tasks:      []*task.Task{loadTask(t, helloWorld), loadTask(t, testdata("tasks", "broken-dockerfile"))},
 		Attempts:   1, Concurrency: 2, Retries: 1,
 	}
 	var mu sync.Mutex
-	var jobEvents []JobEvent
+	var jobEvents []Event
 	finished := map[string]outcome.Outcome{}
 	runningAtFirstStart := -1 // what result.json said when the first trial started
 	progress := Progress{
-		Trial: func(e Event) {
-			if e.Type == EventStarted {
-				var onDisk JobResult
+		Trial: func(e trial.Event) {
+			if e.Type == trial.EventStarted {
+				var onDisk Result
 				data, _ := os.ReadFile(filepath.Join(dir, "result.json"))
 				json.Unmarshal(data, &onDisk)
 				mu.Lock()
@@ -45,15 +42,15 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 				}
 				mu.Unlock()
 			}
-			if e.Type == EventFinished {
+			if e.Type == trial.EventFinished {
 				mu.Lock()
 				finished[e.Trial] = e.Outcome
 				mu.Unlock()
 			}
 		},
-		Job: func(e JobEvent) { jobEvents = append(jobEvents, e) },
+		Job: func(e Event) { jobEvents = append(jobEvents, e) },
 	}
-	res, err := RunJob(t.Context(), env, spec, progress)
+	res, err := Run(t.Context(), env, spec, progress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,20 +93,20 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 			t.Errorf("%s holds a gateway token", f)
 		}
 	}
-	if len(jobEvents) < 4 || jobEvents[0].Type != EventJobStarted || jobEvents[0].Total != 4 || jobEvents[len(jobEvents)-1].Type != EventJobFinished {
+	if len(jobEvents) < 4 || jobEvents[0].Type != EventStarted || jobEvents[0].Total != 4 || jobEvents[len(jobEvents)-1].Type != EventFinished {
 		t.Errorf("job events %+v", jobEvents)
 	}
 
 	// Resume: scored trials are kept as they are; the unscored are redone.
-	before, _ := ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
+	before, _ := trial.ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
 	finished = map[string]outcome.Outcome{}
 	jobEvents = nil
 	spec.Retries = 0
-	res2, err := RunJob(t.Context(), env, spec, progress)
+	res2, err := Run(t.Context(), env, spec, progress)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
+	after, _ := trial.ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
 	if before.ID != after.ID || !before.FinishedAt.Equal(after.FinishedAt) {
 		t.Errorf("a finished trial was run again: %s then %s", before.ID, after.ID)
 	}
@@ -131,21 +128,21 @@ func TestJobRefusesChangedInputs(t *testing.T) {
 	os.WriteFile(m, data, 0o644)
 	taskDir := filepath.Join(work, "hello-world")
 	os.CopyFS(taskDir, os.DirFS(helloWorld))
-	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*task.Task{loadTask(t, taskDir)}}
-	if _, err := RunJob(t.Context(), env, spec, Progress{}); err != nil {
+	spec := Spec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*task.Task{loadTask(t, taskDir)}}
+	if _, err := Run(t.Context(), env, spec, Progress{}); err != nil {
 		t.Fatal(err)
 	}
 
 	os.WriteFile(m, []byte(strings.Replace(string(data), "max_calls: 20", "max_calls: 21", 1)), 0o644)
 	os.WriteFile(filepath.Join(taskDir, "instruction.md"), []byte("Create /app/hello.txt with Hello, world! now.\n"), 0o644)
-	spec = JobSpec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*task.Task{loadTask(t, taskDir)}}
-	_, err := RunJob(t.Context(), env, spec, Progress{})
+	spec = Spec{Dir: dir, Conditions: []Condition{cond(t, m)}, Tasks: []*task.Task{loadTask(t, taskDir)}}
+	_, err := Run(t.Context(), env, spec, Progress{})
 	if err == nil || !strings.Contains(err.Error(), "condition hello-solo-mock changed") || !strings.Contains(err.Error(), "task hello-world changed") {
 		t.Fatalf("a changed manifest and task were not refused: %v", err)
 	}
 	// Two rosters under one condition name are refused before anything runs.
 	spec.Conditions = append(spec.Conditions, cond(t, "../examples/manifests/solo.yaml"))
-	if _, err := RunJob(t.Context(), env, spec, Progress{}); err == nil || !strings.Contains(err.Error(), "both name condition") {
+	if _, err := Run(t.Context(), env, spec, Progress{}); err == nil || !strings.Contains(err.Error(), "both name condition") {
 		t.Fatalf("duplicate condition: %v", err)
 	}
 
@@ -153,7 +150,7 @@ func TestJobRefusesChangedInputs(t *testing.T) {
 	// kept as a result of the new ones: it is set aside and run again.
 	os.Remove(filepath.Join(dir, "lock.json"))
 	spec.Conditions = spec.Conditions[:1]
-	res, err := RunJob(t.Context(), env, spec, Progress{})
+	res, err := Run(t.Context(), env, spec, Progress{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,14 +166,14 @@ func TestJobRefusesChangedInputs(t *testing.T) {
 // a job stopped early, or refused, can be corrected and run again.
 func TestLockAllowsChangesWithoutResults(t *testing.T) {
 	dir := t.TempDir()
-	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml")}, Tasks: []*task.Task{loadTask(t, helloWorld)}}
-	if err := checkLock(spec, "v", 1); err != nil {
+	spec := Spec{Dir: dir, Conditions: []Condition{cond(t, "../examples/manifests/solo.yaml")}, Tasks: []*task.Task{loadTask(t, helloWorld)}}
+	if err := checkLock(lockPlan(spec), "v", 1); err != nil {
 		t.Fatal(err)
 	}
 	changed := *spec.Tasks[0]
 	changed.Digest = "sha256:other"
 	spec.Tasks = []*task.Task{&changed}
-	if err := checkLock(spec, "v", 1); err != nil {
+	if err := checkLock(lockPlan(spec), "v", 1); err != nil {
 		t.Fatalf("a task with no results was refused: %v", err)
 	}
 	if data, _ := os.ReadFile(filepath.Join(dir, "lock.json")); !strings.Contains(string(data), "sha256:other") {
@@ -187,12 +184,12 @@ func TestLockAllowsChangesWithoutResults(t *testing.T) {
 	os.MkdirAll(trialDir, 0o755)
 	os.WriteFile(filepath.Join(trialDir, "result.json"), []byte(`{"trial_name":"hello-world__hello-solo-mock__1","outcome":"passed","finished_at":"2026-11-30T00:00:00Z"}`), 0o644)
 	changed.Digest = "sha256:third"
-	if err := checkLock(spec, "v", 1); err == nil || !strings.Contains(err.Error(), "task hello-world changed") {
+	if err := checkLock(lockPlan(spec), "v", 1); err == nil || !strings.Contains(err.Error(), "task hello-world changed") {
 		t.Errorf("a task with results changed: %v", err)
 	}
 	// So is another timeout multiplier: the limits differ.
 	changed.Digest = "sha256:other"
-	if err := checkLock(spec, "v", 0.5); err == nil || !strings.Contains(err.Error(), "--timeout-multiplier was 1 when the job started, it is 0.5 now") {
+	if err := checkLock(lockPlan(spec), "v", 0.5); err == nil || !strings.Contains(err.Error(), "--timeout-multiplier was 1 when the job started, it is 0.5 now") {
 		t.Errorf("another multiplier: %v", err)
 	}
 }
@@ -206,9 +203,9 @@ func TestLockRefusesAChangedStack(t *testing.T) {
 	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
 	st := &stack.Stack{Name: "plain", Source: "stacks.yaml", Command: []string{"/opt/plain/run.sh"},
 		Files: []stack.File{{Path: script, To: "/opt/plain/run.sh", Mode: 0o755, SHA256: "sha256:" + strings.Repeat("a", 64)}}}
-	c := Condition{Path: "plain-stack.yaml", Team: team(t, "testdata/manifests/plain-stack.yaml"), Stacks: stack.Set{"plain": st}}
-	spec := JobSpec{Dir: dir, Conditions: []Condition{c}, Tasks: []*task.Task{loadTask(t, helloWorld)}}
-	if err := checkLock(spec, "v", 1); err != nil {
+	c := Condition{Path: "plain-stack.yaml", Team: team(t, testdata("manifests", "plain-stack.yaml")), Stacks: stack.Set{"plain": st}}
+	spec := Spec{Dir: dir, Conditions: []Condition{c}, Tasks: []*task.Task{loadTask(t, helloWorld)}}
+	if err := checkLock(lockPlan(spec), "v", 1); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(filepath.Join(dir, "lock.json")); !strings.Contains(string(data), st.Digest()) || !strings.Contains(string(data), `"name": "plain"`) {
@@ -218,7 +215,7 @@ func TestLockRefusesAChangedStack(t *testing.T) {
 	rebuilt.Files = []stack.File{{Path: script, To: "/opt/plain/run.sh", Mode: 0o755, SHA256: "sha256:" + strings.Repeat("b", 64)}}
 	c.Stacks = stack.Set{"plain": &rebuilt}
 	spec.Conditions = []Condition{c}
-	if err := checkLock(spec, "v", 1); err != nil {
+	if err := checkLock(lockPlan(spec), "v", 1); err != nil {
 		t.Fatalf("a stack with no results was refused: %v", err)
 	}
 	trialDir := filepath.Join(dir, "hello-world__test-plain-stack__1")
@@ -226,7 +223,7 @@ func TestLockRefusesAChangedStack(t *testing.T) {
 	os.WriteFile(filepath.Join(trialDir, "result.json"), []byte(`{"trial_name":"hello-world__test-plain-stack__1","outcome":"passed","finished_at":"2026-11-30T00:00:00Z"}`), 0o644)
 	c.Stacks = stack.Set{"plain": st}
 	spec.Conditions = []Condition{c}
-	if err := checkLock(spec, "v", 1); err == nil || !strings.Contains(err.Error(), "stack plain changed") {
+	if err := checkLock(lockPlan(spec), "v", 1); err == nil || !strings.Contains(err.Error(), "stack plain changed") {
 		t.Errorf("a stack with results changed: %v", err)
 	}
 }
@@ -257,13 +254,13 @@ func TestPlanRefusesNamesThatCannotNameFolders(t *testing.T) {
 		team := *c.Team
 		team.Manifest = &m
 		bad.Team = &team
-		if _, err := planJob(JobSpec{Conditions: []Condition{bad}, Tasks: []*task.Task{loadTask(t, helloWorld)}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "cannot name a trial folder") {
+		if _, err := NewPlan(Spec{Conditions: []Condition{bad}, Tasks: []*task.Task{loadTask(t, helloWorld)}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "cannot name a trial folder") {
 			t.Errorf("condition %q: %v", name, err)
 		}
 	}
 	long := *loadTask(t, helloWorld)
 	long.Name = strings.Repeat("t", 110)
-	if _, err := planJob(JobSpec{Conditions: []Condition{c}, Tasks: []*task.Task{&long}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "too long for a relay channel") {
+	if _, err := NewPlan(Spec{Conditions: []Condition{c}, Tasks: []*task.Task{&long}, Attempts: 1}); err == nil || !strings.Contains(err.Error(), "too long for a relay channel") {
 		t.Errorf("a long name: %v", err)
 	}
 }
@@ -274,18 +271,18 @@ func TestJobCancel(t *testing.T) {
 	// Two at a time: the trials that run together finish together, so the
 	// job is cancelled once two have passed and a third has started, which
 	// is then mid-work (its agent sleeps 4 s), with three more pending.
-	spec := JobSpec{Dir: dir, Conditions: []Condition{cond(t, "testdata/manifests/slow.yaml")}, Tasks: []*task.Task{loadTask(t, helloWorld)}, Attempts: 6, Concurrency: 2}
+	spec := Spec{Dir: dir, Conditions: []Condition{cond(t, testdata("manifests", "slow.yaml"))}, Tasks: []*task.Task{loadTask(t, helloWorld)}, Attempts: 6, Concurrency: 2}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var mu sync.Mutex
 	done, started := 0, 0
-	progress := Progress{Trial: func(e Event) {
+	progress := Progress{Trial: func(e trial.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case e.Type == EventStarted:
+		case e.Type == trial.EventStarted:
 			started++
-		case e.Type == EventFinished && e.Outcome == outcome.Passed:
+		case e.Type == trial.EventFinished && e.Outcome == outcome.Passed:
 			done++
 		}
 		if done >= 2 && started > 2 {
@@ -293,7 +290,7 @@ func TestJobCancel(t *testing.T) {
 		}
 	}}
 	start := time.Now()
-	res, err := RunJob(ctx, env, spec, progress)
+	res, err := Run(ctx, env, spec, progress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +303,7 @@ func TestJobCancel(t *testing.T) {
 		t.Errorf("left behind after cancel: %v %v", left, err)
 	}
 	// The rerun finishes the job without rerunning what passed.
-	res2, err := RunJob(t.Context(), env, spec, Progress{})
+	res2, err := Run(t.Context(), env, spec, Progress{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,17 +322,23 @@ func TestJobCancel(t *testing.T) {
 func TestJobCountsWhatRetriedRunsSpent(t *testing.T) {
 	c := cond(t, "../examples/manifests/solo.yaml")
 	name := c.Team.Manifest.Condition
-	j := &job{res: &JobResult{Conditions: map[string]*ConditionStats{name: {}}, Trials: map[string]outcome.Outcome{}}}
-	p := planned{name: "t__" + name + "__1", cond: c}
-	redone := &Result{Outcome: outcome.UnscoredInfra, AgentResult: AgentResult{CostUSD: 0.5, NInputTokens: 100}}
-	final := &Result{Outcome: outcome.Passed, AgentResult: AgentResult{CostUSD: 0.25, NInputTokens: 40}}
+	j := &runner{res: &Result{Conditions: map[string]*ConditionStats{name: {}}, Trials: map[string]outcome.Outcome{}}}
+	p := &PlanTrial{Name: "t__" + name + "__1", Condition: name, cond: c}
+	redone := &trial.Result{Outcome: outcome.UnscoredInfra, AgentResult: trial.AgentResult{CostUSD: 0.5, NInputTokens: 100}}
+	final := &trial.Result{Outcome: outcome.Passed, AgentResult: trial.AgentResult{CostUSD: 0.25, NInputTokens: 40}}
 	j.spent(p, redone)
 	j.count(p, final)
 	got := j.res.Conditions[name]
 	if got.CostUSD != 0.75 || j.res.Stats.CostUSD != 0.75 || j.res.Stats.InputTokens != 140 {
 		t.Errorf("condition cost %v, job cost %v, input tokens %d; want 0.75, 0.75, 140", got.CostUSD, j.res.Stats.CostUSD, j.res.Stats.InputTokens)
 	}
-	if got.Trials != 1 || got.Passed != 1 || got.UnscoredInfra != 0 || j.res.Trials[p.name] != outcome.Passed {
+	if got.Trials != 1 || got.Passed != 1 || got.UnscoredInfra != 0 || j.res.Trials[p.Name] != outcome.Passed {
 		t.Errorf("the redone run's outcome was counted: %+v", got)
 	}
+}
+
+// lockPlan is what checkLock reads of spec's plan, made without NewPlan's
+// checks: the lock tests pin stacks whose files are not there.
+func lockPlan(spec Spec) *Plan {
+	return &Plan{Dir: spec.Dir, Stacks: planStacks(spec.Conditions), spec: spec}
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/troupebench/troupe/job"
+	"github.com/troupebench/troupe/trial/outcome"
+)
+
+// TestRunDryRunPrintsThePlan: troupe run --dry-run prints the whole plan
+// (the job, its condition with each agent's stack, its task, stack and
+// image, every trial in order and what a run would do with it), as a
+// listing or, with --json, as the plan's JSON; on a folder an earlier run
+// left, it says which trials are kept and which redone, and it writes
+// nothing there.
+func TestRunDryRunPrintsThePlan(t *testing.T) {
+	solo, hello := repoPath(t, "examples/manifests/solo.yaml"), repoPath(t, "examples/tasks/hello-world")
+	dir := isolate(t)
+	args := []string{"run", solo, "--tasks", hello, "--attempts", "2", "--out", "job", "--dry-run"}
+	code, out, errOut := troupe(t, args...)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		`^job job: 2 trials, at most 4 at once; 2 to run, 0 kept from an earlier run, 0 to redo; 2 retries of an infrastructure failure$`,
+		`^conditions:\n  hello-solo-mock +` + regexp.QuoteMeta(solo) + ` +[0-9a-f]{64}\n    solo-1 +stack troupe-agent$`,
+		`^tasks:\n  hello-world +` + regexp.QuoteMeta(hello) + ` +sha256:[0-9a-f]{64}$`,
+		`^stacks:\n  troupe-agent +built in +sha256:[0-9a-f]{64} +used by hello-solo-mock$`,
+		`^images:\n  hello-world +build ` + regexp.QuoteMeta(filepath.Join(hello, "environment")) + `, on a cluster troupe.local/troupe-env:[0-9a-f]{24}$`,
+		`^trials \(attempts outermost, conditions innermost\):\n  hello-world__hello-solo-mock__1 +run\n  hello-world__hello-solo-mock__2 +run$`,
+		`^pre-flight passed: 2 trials \(1 conditions × 1 tasks × 2 attempts\); nothing was started$`,
+	} {
+		if !regexp.MustCompile(`(?m)` + want).MatchString(out) {
+			t.Errorf("the listing does not match %s:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "job")); err == nil {
+		t.Error("a dry run made the job folder")
+	}
+
+	// A folder an earlier run left: the first trial finished, the second
+	// started and never ended.
+	code, out, errOut = troupe(t, append(args, "--json")...)
+	var plan job.Plan
+	if err := json.Unmarshal([]byte(out), &plan); code != exitOK || err != nil || len(plan.Trials) != 2 || len(plan.Conditions) != 1 || len(plan.Tasks) != 1 {
+		t.Fatalf("exit %d, %v:\n%s%s", code, err, out, errOut)
+	}
+	finished, _ := json.Marshal(map[string]any{"outcome": outcome.Passed, "manifest_sha256": plan.Conditions[0].ManifestHash, "task_checksum": plan.Tasks[0].Digest})
+	write(t, filepath.Join(dir, "job", "hello-world__hello-solo-mock__1", "result.json"), string(finished))
+	os.MkdirAll(filepath.Join(dir, "job", "hello-world__hello-solo-mock__2", "agents"), 0o755)
+	code, out, errOut = troupe(t, args...)
+	if code != exitOK || !strings.Contains(out, "0 to run, 1 kept from an earlier run, 1 to redo") ||
+		!strings.Contains(out, "hello-world__hello-solo-mock__1  kept: passed\n  hello-world__hello-solo-mock__2  redo: unfinished\n") {
+		t.Errorf("exit %d:\n%s%s", code, out, errOut)
+	}
+	code, out, _ = troupe(t, append(args, "--json")...)
+	plan = job.Plan{}
+	if err := json.Unmarshal([]byte(out), &plan); code != exitOK || err != nil || plan.Trials[0].State != job.Kept || plan.Trials[0].Outcome != outcome.Passed || plan.Trials[1].State != job.Redo || plan.Trials[1].Why != "unfinished" {
+		t.Errorf("exit %d, %v:\n%s", code, err, out)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "job")); len(entries) != 2 {
+		t.Errorf("the dry run wrote in the job folder: %v", entries)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/yaml11"
 )
 
@@ -34,7 +35,7 @@ var thinkingEfforts = []string{"none", "minimal", "low", "medium", "high", "xhig
 func Load(path string) (*Manifest, error) {
 	data, err := ReadFile(path)
 	if err != nil {
-		return nil, ValidationErrors{{File: path, Err: err}}
+		return nil, located.List{{File: path, Err: err}}
 	}
 	return Parse(path, data)
 }
@@ -64,17 +65,17 @@ func readAtMost(r io.Reader, limit int64, why string) ([]byte, error) {
 }
 
 // Parse decodes and validates a manifest. file labels errors. On failure the
-// error is ValidationErrors holding every problem found, each located.
+// error is a located.List holding every problem found, each located.
 func Parse(file string, data []byte) (*Manifest, error) {
 	if len(data) > MaxSize {
-		return nil, ValidationErrors{{File: file, Err: fmt.Errorf("larger than %d bytes; this is not a file troupe reads", MaxSize)}}
+		return nil, located.List{{File: file, Err: fmt.Errorf("larger than %d bytes; this is not a file troupe reads", MaxSize)}}
 	}
 	root, err := yaml11.Parse(file, data)
 	if err != nil {
-		if e, ok := err.(*yaml11.Error); ok {
-			return nil, ValidationErrors{e}
+		if e, ok := err.(*located.Error); ok {
+			return nil, located.List{e}
 		}
-		return nil, ValidationErrors{{File: file, Err: err}}
+		return nil, located.List{{File: file, Err: err}}
 	}
 	p := &parser{d: yaml11.Decoder{File: file, NumericStrings: true}}
 	m := p.manifest(root)

@@ -236,12 +236,29 @@ func (p *parser) checkRoster(m *Manifest, rosterNode *yaml11.Node) {
 }
 
 func (p *parser) class(n *yaml11.Node, path string, index int) AgentClass {
-	d := &p.d
 	c := AgentClass{Harness: BuzzAgent, IncludePlatformPrompt: true, Concurrency: 1, Skills: []ArtifactRef{}}
 	c.Generation.Extra = map[string]any{}
 	seen := classSeen{index: index, node: n}
 	concurrencyNode := (*yaml11.Node)(nil)
-	ok := d.Struct(n, path, []yaml11.Field{
+	fields := append(p.classIdentity(&c, &seen), p.classWork(&c, &concurrencyNode)...)
+	ok := p.d.Struct(n, path, fields, map[string]string{
+		"temperature": "the original schema has no temperature and troupe keeps it that way; set generation options under generation:",
+	})
+	if !ok {
+		return c
+	}
+	if concurrencyNode != nil && seen.countOK && c.Concurrency > c.Count {
+		p.d.Errorf(concurrencyNode, yaml11.Key(path, "concurrency"), "concurrency cannot exceed count (%d > %d)", c.Concurrency, c.Count)
+	}
+	p.classes = append(p.classes, seen)
+	return c
+}
+
+// classIdentity is the keys of a roster class that say who its agents are:
+// id, kind, role, count, endpoint, model_revision and harness.
+func (p *parser) classIdentity(c *AgentClass, seen *classSeen) []yaml11.Field {
+	d := &p.d
+	return []yaml11.Field{
 		{Name: "id", Required: true, Decode: func(n *yaml11.Node, path string) {
 			s, ok := d.String(n, path)
 			if !ok {
@@ -288,6 +305,16 @@ func (p *parser) class(n *yaml11.Node, path string, index int) AgentClass {
 				c.Harness = Harness(s)
 			}
 		}},
+	}
+}
+
+// classWork is the keys of a roster class that say what its agents work
+// with: their pinned prompt, persona and skills, the platform prompt,
+// generation settings, budget and concurrency (its node goes to
+// concurrencyNode, for the check against count).
+func (p *parser) classWork(c *AgentClass, concurrencyNode **yaml11.Node) []yaml11.Field {
+	d := &p.d
+	return []yaml11.Field{
 		{Name: "prompt", Required: true, Decode: func(n *yaml11.Node, path string) {
 			c.Prompt = p.artifact(n, path)
 		}},
@@ -314,20 +341,10 @@ func (p *parser) class(n *yaml11.Node, path string, index int) AgentClass {
 		}},
 		{Name: "concurrency", Decode: func(n *yaml11.Node, path string) {
 			if v, ok := p.positiveInt(n, path); ok {
-				c.Concurrency, concurrencyNode = int(v), n
+				c.Concurrency, *concurrencyNode = int(v), n
 			}
 		}},
-	}, map[string]string{
-		"temperature": "the original schema has no temperature and troupe keeps it that way; set generation options under generation:",
-	})
-	if !ok {
-		return c
 	}
-	if concurrencyNode != nil && seen.countOK && c.Concurrency > c.Count {
-		d.Errorf(concurrencyNode, yaml11.Key(path, "concurrency"), "concurrency cannot exceed count (%d > %d)", c.Concurrency, c.Count)
-	}
-	p.classes = append(p.classes, seen)
-	return c
 }
 
 func (p *parser) artifact(n *yaml11.Node, path string) ArtifactRef {

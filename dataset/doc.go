@@ -8,7 +8,7 @@
 //
 //   - Load reads a registry from a file or an http(s) URL; Parse (pure) turns
 //     its bytes into a Registry, or into every problem, each located at its
-//     line and column (*ValidationError).
+//     line and column (*located.Error).
 //   - Registry.Lookup finds "name@version" ("name" alone: "head", else the
 //     newest version, as Harbor resolves it). An unknown name lists the
 //     close names; an unknown version, the versions there are

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/suggest"
 )
 
@@ -52,19 +53,6 @@ type TaskRef struct {
 	GitCommit string `json:"git_commit_id,omitempty"`
 	Path      string `json:"path"`
 }
-
-// ValidationError is one problem of a registry, located in its source.
-type ValidationError struct {
-	Source    string
-	Line, Col int
-	Err       error
-}
-
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("%s:%d:%d: %v", e.Source, e.Line, e.Col, e.Err)
-}
-
-func (e *ValidationError) Unwrap() error { return e.Err }
 
 // ErrNotFound is the condition of a *NotFoundError.
 var ErrNotFound = errors.New("dataset not found")
@@ -148,7 +136,8 @@ func readLimited(r io.Reader) ([]byte, error) {
 // {name, version, description, tasks: [{name, git_url, git_commit_id,
 // path}], metrics}. Keys Harbor ignores are ignored (metrics among them:
 // troupe's report computes its own). Every problem is returned, each a
-// *ValidationError located in source.
+// *located.Error in source at its line and column (in bytes), in the
+// order found; past maxProblems, a last line says how many more there are.
 func Parse(source string, data []byte) (*Registry, error) {
 	p := &parser{source: source, data: data}
 	reg := &Registry{Source: source}
@@ -196,7 +185,7 @@ const maxProblems = 20
 
 func (p *parser) add(off int, format string, args ...any) {
 	line, col := position(p.data, off)
-	p.errs = append(p.errs, &ValidationError{Source: p.source, Line: line, Col: col, Err: fmt.Errorf(format, args...)})
+	p.errs = append(p.errs, &located.Error{File: p.source, Line: line, Col: col, Err: fmt.Errorf(format, args...)})
 }
 
 func (p *parser) err() error {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/troupebench/troupe/internal/located"
 )
 
 // harborSample is the shape of Harbor's registry.json (0.13.1): indent 2,
@@ -102,8 +104,8 @@ func TestParseProblems(t *testing.T) {
 			if err == nil {
 				t.Fatalf("parsed: %+v", reg)
 			}
-			if _, ok := errors.AsType[*ValidationError](err); !ok {
-				t.Errorf("want a *ValidationError, got %T", err)
+			if _, ok := errors.AsType[*located.Error](err); !ok {
+				t.Errorf("want a *located.Error, got %T", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -233,7 +235,7 @@ func FuzzRegistry(f *testing.F) {
 		reg, err := Parse("fuzz.json", data)
 		if err != nil {
 			for _, e := range unwrapAll(err) {
-				if ve, ok := e.(*ValidationError); ok && (ve.Line < 1 || ve.Col < 1) {
+				if ve, ok := e.(*located.Error); ok && (ve.Line < 1 || ve.Col < 1) {
 					t.Fatalf("bad position in %v", ve)
 				}
 			}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/troupebench/troupe/internal/yaml11"
+	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/manifest"
 )
 
@@ -26,10 +26,10 @@ func FuzzLoadScenario(f *testing.F) {
 		if err == nil {
 			return
 		}
-		if e, ok := errors.AsType[*yaml11.Error](err); ok && e.Line > 0 {
+		if e, ok := errors.AsType[*located.Error](err); ok && e.Line > 0 {
 			return
 		}
-		if list, ok := errors.AsType[yaml11.Errors](err); ok && len(list) > 0 {
+		if list, ok := errors.AsType[located.List](err); ok && len(list) > 0 {
 			for _, e := range list {
 				if e.Line < 1 {
 					t.Fatalf("unlocated error: %v", e)

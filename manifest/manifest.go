@@ -152,13 +152,6 @@ type Environment struct {
 	OverridePids *int64
 }
 
-// ValidationError is one located problem of a manifest; Parse and Verify
-// return them as ValidationErrors.
-type ValidationError = yaml11.Error
-
-// ValidationErrors is every problem of one manifest, in file order.
-type ValidationErrors = yaml11.Errors
-
 // File is the name the manifest was parsed under.
 func (m *Manifest) File() string { return m.file }
 

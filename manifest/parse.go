@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/yaml11"
 )
 
@@ -34,7 +35,7 @@ var thinkingEfforts = []string{"none", "minimal", "low", "medium", "high", "xhig
 func Load(path string) (*Manifest, error) {
 	data, err := ReadFile(path)
 	if err != nil {
-		return nil, ValidationErrors{{File: path, Err: err}}
+		return nil, located.List{{File: path, Err: err}}
 	}
 	return Parse(path, data)
 }
@@ -64,17 +65,17 @@ func readAtMost(r io.Reader, limit int64, why string) ([]byte, error) {
 }
 
 // Parse decodes and validates a manifest. file labels errors. On failure the
-// error is ValidationErrors holding every problem found, each located.
+// error is a located.List holding every problem found, each located.
 func Parse(file string, data []byte) (*Manifest, error) {
 	if len(data) > MaxSize {
-		return nil, ValidationErrors{{File: file, Err: fmt.Errorf("larger than %d bytes; this is not a file troupe reads", MaxSize)}}
+		return nil, located.List{{File: file, Err: fmt.Errorf("larger than %d bytes; this is not a file troupe reads", MaxSize)}}
 	}
 	root, err := yaml11.Parse(file, data)
 	if err != nil {
-		if e, ok := err.(*yaml11.Error); ok {
-			return nil, ValidationErrors{e}
+		if e, ok := err.(*located.Error); ok {
+			return nil, located.List{e}
 		}
-		return nil, ValidationErrors{{File: file, Err: err}}
+		return nil, located.List{{File: file, Err: err}}
 	}
 	p := &parser{d: yaml11.Decoder{File: file, NumericStrings: true}}
 	m := p.manifest(root)
@@ -235,12 +236,29 @@ func (p *parser) checkRoster(m *Manifest, rosterNode *yaml11.Node) {
 }
 
 func (p *parser) class(n *yaml11.Node, path string, index int) AgentClass {
-	d := &p.d
 	c := AgentClass{Harness: BuzzAgent, IncludePlatformPrompt: true, Concurrency: 1, Skills: []ArtifactRef{}}
 	c.Generation.Extra = map[string]any{}
 	seen := classSeen{index: index, node: n}
 	concurrencyNode := (*yaml11.Node)(nil)
-	ok := d.Struct(n, path, []yaml11.Field{
+	fields := append(p.classIdentity(&c, &seen), p.classWork(&c, &concurrencyNode)...)
+	ok := p.d.Struct(n, path, fields, map[string]string{
+		"temperature": "the original schema has no temperature and troupe keeps it that way; set generation options under generation:",
+	})
+	if !ok {
+		return c
+	}
+	if concurrencyNode != nil && seen.countOK && c.Concurrency > c.Count {
+		p.d.Errorf(concurrencyNode, yaml11.Key(path, "concurrency"), "concurrency cannot exceed count (%d > %d)", c.Concurrency, c.Count)
+	}
+	p.classes = append(p.classes, seen)
+	return c
+}
+
+// classIdentity is the keys of a roster class that say who its agents are:
+// id, kind, role, count, endpoint, model_revision and harness.
+func (p *parser) classIdentity(c *AgentClass, seen *classSeen) []yaml11.Field {
+	d := &p.d
+	return []yaml11.Field{
 		{Name: "id", Required: true, Decode: func(n *yaml11.Node, path string) {
 			s, ok := d.String(n, path)
 			if !ok {
@@ -287,6 +305,16 @@ func (p *parser) class(n *yaml11.Node, path string, index int) AgentClass {
 				c.Harness = Harness(s)
 			}
 		}},
+	}
+}
+
+// classWork is the keys of a roster class that say what its agents work
+// with: their pinned prompt, persona and skills, the platform prompt,
+// generation settings, budget and concurrency (its node goes to
+// concurrencyNode, for the check against count).
+func (p *parser) classWork(c *AgentClass, concurrencyNode **yaml11.Node) []yaml11.Field {
+	d := &p.d
+	return []yaml11.Field{
 		{Name: "prompt", Required: true, Decode: func(n *yaml11.Node, path string) {
 			c.Prompt = p.artifact(n, path)
 		}},
@@ -313,20 +341,10 @@ func (p *parser) class(n *yaml11.Node, path string, index int) AgentClass {
 		}},
 		{Name: "concurrency", Decode: func(n *yaml11.Node, path string) {
 			if v, ok := p.positiveInt(n, path); ok {
-				c.Concurrency, concurrencyNode = int(v), n
+				c.Concurrency, *concurrencyNode = int(v), n
 			}
 		}},
-	}, map[string]string{
-		"temperature": "the original schema has no temperature and troupe keeps it that way; set generation options under generation:",
-	})
-	if !ok {
-		return c
 	}
-	if concurrencyNode != nil && seen.countOK && c.Concurrency > c.Count {
-		d.Errorf(concurrencyNode, yaml11.Key(path, "concurrency"), "concurrency cannot exceed count (%d > %d)", c.Concurrency, c.Count)
-	}
-	p.classes = append(p.classes, seen)
-	return c
 }
 
 func (p *parser) artifact(n *yaml11.Node, path string) ArtifactRef {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/troupebench/troupe/internal/located"
 )
 
 const pin = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881" // sha256("x")
@@ -144,11 +146,11 @@ func TestParseRules(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			errs, ok := errors.AsType[ValidationErrors](err)
+			errs, ok := errors.AsType[located.List](err)
 			if !ok {
-				t.Fatalf("error is %T, not ValidationErrors: %v", err, err)
+				t.Fatalf("error is %T, not a located.List: %v", err, err)
 			}
-			var found *ValidationError
+			var found *located.Error
 			for _, e := range errs {
 				if e.Path == tt.path && strings.Contains(e.Err.Error(), tt.want) {
 					found = e
@@ -173,7 +175,7 @@ func TestParseReportsEveryProblemAtOnce(t *testing.T) {
 		"timeout_seconds: 600", "timeout_seconds: soon",
 	)
 	_, err := Parse("five.yaml", []byte(doc))
-	errs, ok := errors.AsType[ValidationErrors](err)
+	errs, ok := errors.AsType[located.List](err)
 	if !ok {
 		t.Fatalf("got %v", err)
 	}
@@ -267,7 +269,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Parse("fuzz.yaml", data)
 		if err != nil {
-			errs, ok := errors.AsType[ValidationErrors](err)
+			errs, ok := errors.AsType[located.List](err)
 			if !ok || len(errs) == 0 {
 				t.Fatalf("error is not a list of located errors: %#v", err)
 			}

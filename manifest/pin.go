@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/yaml11"
 )
 
@@ -33,7 +34,7 @@ func Repin(file string, data []byte, src Sources) ([]byte, []PinChange, error) {
 	body := bytes.TrimPrefix(data, bom)
 	root, err := yaml11.Parse(file, body)
 	if err != nil {
-		return nil, nil, ValidationErrors{err.(*yaml11.Error)}
+		return nil, nil, located.List{err.(*located.Error)}
 	}
 	sites, err := pinSites(file, root)
 	if err != nil {

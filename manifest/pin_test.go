@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/troupebench/troupe/internal/located"
 )
 
 // artifactDir writes files into a fresh artifact root.
@@ -129,7 +131,7 @@ func TestRepinSharedAnchor(t *testing.T) {
 func TestRepinReportsUnreadableFiles(t *testing.T) {
 	dir := artifactDir(t, map[string]string{"lead.md": leadBody})
 	_, _, err := Repin("m.yaml", []byte(stalePins), Sources{Dir: dir})
-	errs, ok := errors.AsType[ValidationErrors](err)
+	errs, ok := errors.AsType[located.List](err)
 	if !ok {
 		t.Fatalf("got %v", err)
 	}

@@ -65,7 +65,7 @@ func (t *Team) Orchestrator() Agent { return t.Agents[0] }
 
 // Verify reads every pinned file once, checks its SHA-256 against the pin and
 // expands the roster. Every missing file and every mismatch is reported,
-// located at the pin, as ValidationErrors.
+// located at the pin, as a located.List.
 func (m *Manifest) Verify(src Sources) (*Team, error) {
 	d := yaml11.Decoder{File: m.file}
 	files := map[string][]byte{}

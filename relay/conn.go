@@ -408,61 +408,17 @@ func (c *conn) refuseReq(id string, r refusal, channels []*Channel) {
 	c.sendJSON(nostr.ClosedEnvelope{SubscriptionID: id, Reason: string(r)})
 }
 
+// handleReq opens (or replaces) a subscription once every check passed:
+// what is stored and matches is sent, then EOSE; later events come as
+// they are accepted.
 func (c *conn) handleReq(id string, filters nostr.Filters) {
-	if !c.bucket.allow(c.r.Now()) {
-		c.refuseReq(id, refuse(PrefixRateLimited, "slow down: at most %g messages a second", c.r.EventRate), nil)
+	if r := c.checkReq(id, filters); r != "" {
+		c.refuseReq(id, r, nil)
 		return
 	}
-	if !c.requireAuth() {
-		c.refuseReq(id, refuse(PrefixAuthRequired, "authenticate (NIP-42) before subscribing"), nil)
+	plans, ok := c.planReq(id, filters)
+	if !ok {
 		return
-	}
-	if id == "" || len(id) > 64 {
-		c.refuseReq(id, refuse(PrefixInvalid, "a subscription id is 1 to 64 characters"), nil)
-		return
-	}
-	if len(filters) == 0 || len(filters) > maxFilters {
-		c.refuseReq(id, refuse(PrefixInvalid, "a REQ has 1 to %d filters; this one has %d", maxFilters, len(filters)), nil)
-		return
-	}
-	for _, f := range filters {
-		n := len(f.IDs) + len(f.Authors) + len(f.Kinds)
-		for _, vs := range f.Tags {
-			n += len(vs)
-		}
-		if n > maxFilterValues {
-			c.refuseReq(id, refuse(PrefixInvalid, "a filter lists %d ids, authors, kinds and tag values; the limit is %d", n, maxFilterValues), nil)
-			return
-		}
-	}
-	// Every filter is checked before anything is served: one refused
-	// filter refuses the whole subscription.
-	type plan struct {
-		shape    filterShape
-		filter   nostr.Filter
-		channels []*Channel
-	}
-	plans := make([]plan, 0, len(filters))
-	for _, f := range filters {
-		shape, ids, r := classifyFilter(f)
-		if r != "" {
-			c.refuseReq(id, r, c.r.channelsOf(c.pubkey))
-			return
-		}
-		p := plan{shape: shape, filter: f}
-		for _, chID := range ids {
-			ch, ok := c.r.channel(chID)
-			switch {
-			case !ok:
-				c.refuseReq(id, refuse(PrefixRestricted, "channel %s is not open", chID), nil)
-				return
-			case !ch.isMember(c.pubkey):
-				c.refuseReq(id, refuse(PrefixRestricted, "%s is not a member of channel %s", c.pubkey, chID), []*Channel{ch})
-				return
-			}
-			p.channels = append(p.channels, ch)
-		}
-		plans = append(plans, p)
 	}
 	if _, replacing := c.subs[id]; !replacing && len(c.subs) >= maxSubscriptions {
 		c.refuseReq(id, refuse(PrefixRestricted, "at most %d subscriptions per connection", maxSubscriptions), nil)
@@ -477,6 +433,83 @@ func (c *conn) handleReq(id string, filters nostr.Filters) {
 		}
 	}
 	c.subs[id] = sub
+	c.serveStored(sub, plans)
+	for ch, fs := range sub.filters {
+		if !ch.subscribe(sub, fs) {
+			delete(sub.filters, ch)
+		}
+	}
+	eose := nostr.EOSEEnvelope(id)
+	c.sendJSON(eose)
+}
+
+// checkReq runs a REQ's checks that need no channel, in order: the rate,
+// authentication, the subscription id, the number of filters and their
+// size. It returns the first refusal, or "".
+func (c *conn) checkReq(id string, filters nostr.Filters) refusal {
+	switch {
+	case !c.bucket.allow(c.r.Now()):
+		return refuse(PrefixRateLimited, "slow down: at most %g messages a second", c.r.EventRate)
+	case !c.requireAuth():
+		return refuse(PrefixAuthRequired, "authenticate (NIP-42) before subscribing")
+	case id == "" || len(id) > 64:
+		return refuse(PrefixInvalid, "a subscription id is 1 to 64 characters")
+	case len(filters) == 0 || len(filters) > maxFilters:
+		return refuse(PrefixInvalid, "a REQ has 1 to %d filters; this one has %d", maxFilters, len(filters))
+	}
+	for _, f := range filters {
+		n := len(f.IDs) + len(f.Authors) + len(f.Kinds)
+		for _, vs := range f.Tags {
+			n += len(vs)
+		}
+		if n > maxFilterValues {
+			return refuse(PrefixInvalid, "a filter lists %d ids, authors, kinds and tag values; the limit is %d", n, maxFilterValues)
+		}
+	}
+	return ""
+}
+
+// reqPlan is one filter of a REQ, checked: its shape and the channels it
+// reads.
+type reqPlan struct {
+	shape    filterShape
+	filter   nostr.Filter
+	channels []*Channel
+}
+
+// planReq checks every filter before anything is served: one refused
+// filter refuses the whole subscription (planReq says so, and returns
+// false).
+func (c *conn) planReq(id string, filters nostr.Filters) ([]reqPlan, bool) {
+	plans := make([]reqPlan, 0, len(filters))
+	for _, f := range filters {
+		shape, ids, r := classifyFilter(f)
+		if r != "" {
+			c.refuseReq(id, r, c.r.channelsOf(c.pubkey))
+			return nil, false
+		}
+		p := reqPlan{shape: shape, filter: f}
+		for _, chID := range ids {
+			ch, ok := c.r.channel(chID)
+			switch {
+			case !ok:
+				c.refuseReq(id, refuse(PrefixRestricted, "channel %s is not open", chID), nil)
+				return nil, false
+			case !ch.isMember(c.pubkey):
+				c.refuseReq(id, refuse(PrefixRestricted, "%s is not a member of channel %s", c.pubkey, chID), []*Channel{ch})
+				return nil, false
+			}
+			p.channels = append(p.channels, ch)
+		}
+		plans = append(plans, p)
+	}
+	return plans, true
+}
+
+// serveStored sends what a new subscription's filters match of the stored
+// events: channel metadata and co-members' profiles. Channel messages come
+// from the channels themselves, as they subscribe it.
+func (c *conn) serveStored(sub *subscription, plans []reqPlan) {
 	for _, p := range plans {
 		switch p.shape {
 		case shapeMetadata:
@@ -495,13 +528,6 @@ func (c *conn) handleReq(id string, filters nostr.Filters) {
 			}
 		}
 	}
-	for ch, fs := range sub.filters {
-		if !ch.subscribe(sub, fs) {
-			delete(sub.filters, ch)
-		}
-	}
-	eose := nostr.EOSEEnvelope(id)
-	c.sendJSON(eose)
 }
 
 // dropSub ends a subscription, if it exists.

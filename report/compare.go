@@ -137,25 +137,67 @@ type Comparison struct {
 func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 	c := &Comparison{Policy: Policy, IntervalPolicy: IntervalPolicy, Grid: map[string]map[string]Cell{}}
 	c.Bootstrap.Seed, c.Bootstrap.Resamples = BootstrapSeed, BootstrapResamples
-	byKey := map[string][]*Trial{}
-	redone := map[string][]*Trial{} // key -> runs redone, for their cost
-	names := map[string]string{}    // key -> shown name
-	hashesByName := map[string][]string{}
+	g := groupTrials(trials)
+	c.warnUntrusted(trials)
+	c.nameApart(g)
+	keys := make([]string, 0, len(g.byKey))
+	for k := range g.byKey {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return strings.Compare(g.names[a], g.names[b]) })
+	c.addConditions(keys, g)
+	if len(c.Conditions) == 0 {
+		return c, nil
+	}
+	baseKey := keys[0]
+	if baseline != "" {
+		var err error
+		if baseKey, err = findCondition(keys, g.names, baseline); err != nil {
+			return nil, err
+		}
+	}
+	c.Baseline = g.names[baseKey]
+	others := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == baseKey })
+	c.Paired = make([]Paired, len(others))
+	each(len(others), func(i int) {
+		k := others[i]
+		c.Paired[i] = pair(g.names[k], g.byKey[k], c.Baseline, g.byKey[baseKey])
+	})
+	return c, nil
+}
+
+// grouping is the trials by condition: by manifest hash (or, without one,
+// by name), the runs redone apart.
+type grouping struct {
+	byKey        map[string][]*Trial
+	redone       map[string][]*Trial // key -> runs redone, for their cost
+	names        map[string]string   // key -> shown name
+	hashesByName map[string][]string
+}
+
+func groupTrials(trials []*Trial) grouping {
+	g := grouping{byKey: map[string][]*Trial{}, redone: map[string][]*Trial{}, names: map[string]string{}, hashesByName: map[string][]string{}}
 	for _, t := range trials {
 		key := t.ManifestHash
 		if key == "" {
 			key = "name:" + t.Condition
 		}
 		if t.Redone {
-			redone[key] = append(redone[key], t)
+			g.redone[key] = append(g.redone[key], t)
 			continue
 		}
-		if _, ok := names[key]; !ok {
-			names[key] = t.Condition
-			hashesByName[t.Condition] = append(hashesByName[t.Condition], key)
+		if _, ok := g.names[key]; !ok {
+			g.names[key] = t.Condition
+			g.hashesByName[t.Condition] = append(g.hashesByName[t.Condition], key)
 		}
-		byKey[key] = append(byKey[key], t)
+		g.byKey[key] = append(g.byKey[key], t)
 	}
+	return g
+}
+
+// warnUntrusted warns, per condition, of trials whose verdict is marked
+// untrusted.
+func (c *Comparison) warnUntrusted(trials []*Trial) {
 	untrusted := map[string]int{}
 	for _, t := range trials {
 		if t.VerdictUntrusted && !t.Redone {
@@ -165,38 +207,44 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 	for _, name := range slices.Sorted(maps.Keys(untrusted)) {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("condition %q has %d trials whose verdict is marked untrusted: their system files (a shell, an interpreter, /tests) changed before the verifier ran; result.json's system_changes names them (docs/run.md, step 9)", name, untrusted[name]))
 	}
-	// Two rosters under one name are told apart by their hash.
-	for _, name := range slices.Sorted(maps.Keys(hashesByName)) {
-		if keys := hashesByName[name]; len(keys) > 1 {
-			c.Warnings = append(c.Warnings, fmt.Sprintf("condition %q names %d different manifests; they are shown apart, with their hash", name, len(keys)))
-			for _, k := range keys {
-				if strings.HasPrefix(k, "name:") {
-					names[k] = name + "@unhashed"
-				} else {
-					// The hash's first characters are a label, not a
-					// quote: no ellipsis.
-					names[k] = name + "@" + strings.TrimSuffix(clip.Head(k, 8), clip.Ellipsis)
-				}
+}
+
+// nameApart tells two rosters under one name apart by their hash, and
+// warns of it.
+func (c *Comparison) nameApart(g grouping) {
+	for _, name := range slices.Sorted(maps.Keys(g.hashesByName)) {
+		keys := g.hashesByName[name]
+		if len(keys) < 2 {
+			continue
+		}
+		c.Warnings = append(c.Warnings, fmt.Sprintf("condition %q names %d different manifests; they are shown apart, with their hash", name, len(keys)))
+		for _, k := range keys {
+			if strings.HasPrefix(k, "name:") {
+				g.names[k] = name + "@unhashed"
+			} else {
+				// The hash's first characters are a label, not a
+				// quote: no ellipsis.
+				g.names[k] = name + "@" + strings.TrimSuffix(clip.Head(k, 8), clip.Ellipsis)
 			}
 		}
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b string) int { return strings.Compare(names[a], names[b]) })
+}
+
+// addConditions summarizes each condition (keys in the order shown), adds
+// the cost of its redone runs, and fills the task grid.
+func (c *Comparison) addConditions(keys []string, g grouping) {
 	tasks := map[string]bool{}
 	conds := make([]*Condition, len(keys))
-	each(len(keys), func(i int) { conds[i] = summarize(names[keys[i]], keys[i], byKey[keys[i]]) })
+	each(len(keys), func(i int) { conds[i] = summarize(g.names[keys[i]], keys[i], g.byKey[keys[i]]) })
 	for i, k := range keys {
 		cond := conds[i]
-		for _, t := range redone[k] {
+		for _, t := range g.redone[k] {
 			cond.RedoneCostUSD += t.AgentResult.CostUSD
 			cond.TotalCostUSD += t.AgentResult.CostUSD
 			addUsage(cond.ByRole, t)
 		}
 		c.Conditions = append(c.Conditions, cond)
-		for _, t := range byKey[k] {
+		for _, t := range g.byKey[k] {
 			tasks[t.Task] = true
 			row := c.Grid[t.Task]
 			if row == nil {
@@ -218,24 +266,6 @@ func Compare(trials []*Trial, baseline string) (*Comparison, error) {
 		c.Tasks = append(c.Tasks, t)
 	}
 	slices.Sort(c.Tasks)
-	if len(c.Conditions) == 0 {
-		return c, nil
-	}
-	baseKey := keys[0]
-	if baseline != "" {
-		var err error
-		if baseKey, err = findCondition(keys, names, baseline); err != nil {
-			return nil, err
-		}
-	}
-	c.Baseline = names[baseKey]
-	others := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == baseKey })
-	c.Paired = make([]Paired, len(others))
-	each(len(others), func(i int) {
-		k := others[i]
-		c.Paired[i] = pair(names[k], byKey[k], c.Baseline, byKey[baseKey])
-	})
-	return c, nil
 }
 
 // each calls fn for 0 to n-1, each on its own goroutine, and waits for

@@ -140,14 +140,44 @@ func (t *table) write(w io.Writer) {
 }
 
 func (c *Comparison) writeText(w io.Writer, md bool) error {
-	heading := func(s string) {
-		if md {
-			fmt.Fprintf(w, "\n## %s\n\n", s)
-		} else {
-			fmt.Fprintf(w, "\n%s\n", strings.ToUpper(s))
-		}
+	out := textOut{w: w, md: md}
+	c.writeSummary(out)
+	c.writeConditions(out)
+	c.writePaired(out)
+	c.writeIntervals(out)
+	c.writeUsage(out)
+	c.writeTaskGrid(out)
+	return nil
+}
+
+// textOut is where the text and Markdown forms of a comparison go, and
+// which of the two it is.
+type textOut struct {
+	w  io.Writer
+	md bool
+}
+
+// heading starts a section: "## Title" in Markdown, TITLE in text.
+func (o textOut) heading(s string) {
+	if o.md {
+		fmt.Fprintf(o.w, "\n## %s\n\n", s)
+	} else {
+		fmt.Fprintf(o.w, "\n%s\n", strings.ToUpper(s))
 	}
-	if md {
+}
+
+// blankInMarkdown ends a paragraph before a table, which Markdown needs.
+func (o textOut) blankInMarkdown() {
+	if o.md {
+		fmt.Fprintln(o.w)
+	}
+}
+
+// writeSummary writes the title, the counts, the warnings and the results
+// left out.
+func (c *Comparison) writeSummary(out textOut) {
+	w := out.w
+	if out.md {
 		fmt.Fprintf(w, "# Roster comparison\n\n")
 	}
 	fmt.Fprintf(w, "Conditions: %d, tasks: %d. Policy: %s.\n", len(c.Conditions), len(c.Tasks), c.Policy)
@@ -155,51 +185,60 @@ func (c *Comparison) writeText(w io.Writer, md bool) error {
 		fmt.Fprintf(w, "Warning: %s.\n", warn)
 	}
 	if len(c.Skipped) > 0 {
-		heading(skippedHeading(len(c.Skipped)))
+		out.heading(skippedHeading(len(c.Skipped)))
 		for _, s := range c.Skipped {
-			if md {
+			if out.md {
 				fmt.Fprintf(w, "- `%s`: %s\n", s.Path, s.Reason)
 			} else {
 				fmt.Fprintf(w, "%s: %s\n", s.Path, s.Reason)
 			}
 		}
 	}
+}
 
-	heading("Conditions")
-	t := &table{md: md}
+// writeConditions writes the table of conditions.
+func (c *Comparison) writeConditions(out textOut) {
+	out.heading("Conditions")
+	t := &table{md: out.md}
 	t.row("condition", "trials", "scored", "passed", "pass rate (95% CI)", "CI", "mean reward", "pass@k", "infra", "verifier err", "cost/trial mean (median)", "cost/solved", "total cost", "wall median")
 	for _, cd := range c.Conditions {
 		t.row(cd.Name, fmt.Sprint(cd.Trials), fmt.Sprint(cd.Scored), fmt.Sprint(cd.Passed),
 			rateCI(cd), headlineName(cd.PassRateHeadline, cd.Scored), num(cd.MeanReward), passAtK(cd.PassAtK), fmt.Sprint(cd.UnscoredInfra), fmt.Sprint(cd.VerifierError),
 			costPerTrial(cd), usd(cd.CostPerSolved), usd(cd.TotalCostUSD), dur(cd.WallMedian))
 	}
-	t.write(w)
+	t.write(out.w)
+}
 
-	if len(c.Paired) > 0 {
-		heading("Against " + c.Baseline)
-		fmt.Fprintln(w, "Paired on the (task, attempt) both scored; 95% interval as CI says (see Intervals); exact McNemar test.")
-		if md {
-			fmt.Fprintln(w)
-		}
-		t = &table{md: md}
-		t.row("condition", "pairs", "Δ pass rate (95% CI)", "CI", "both / only baseline / only this / neither", "McNemar p", "note")
-		for _, p := range c.Paired {
-			note := p.Warning
-			if note == "" {
-				note = "-"
-			}
-			t.row(p.Condition, fmt.Sprint(p.Pairs), diffCI(p), headlineName(p.DiffHeadline, p.Pairs), fmt.Sprintf("%d / %d / %d / %d", p.BothPassed, p.OnlyBaseline, p.OnlyThis, p.NeitherPass),
-				pval(p.McNemarP), note)
-		}
-		t.write(w)
+// writePaired writes each condition against the baseline, when there is
+// one.
+func (c *Comparison) writePaired(out textOut) {
+	if len(c.Paired) == 0 {
+		return
 	}
+	out.heading("Against " + c.Baseline)
+	fmt.Fprintln(out.w, "Paired on the (task, attempt) both scored; 95% interval as CI says (see Intervals); exact McNemar test.")
+	out.blankInMarkdown()
+	t := &table{md: out.md}
+	t.row("condition", "pairs", "Δ pass rate (95% CI)", "CI", "both / only baseline / only this / neither", "McNemar p", "note")
+	for _, p := range c.Paired {
+		note := p.Warning
+		if note == "" {
+			note = "-"
+		}
+		t.row(p.Condition, fmt.Sprint(p.Pairs), diffCI(p), headlineName(p.DiffHeadline, p.Pairs), fmt.Sprintf("%d / %d / %d / %d", p.BothPassed, p.OnlyBaseline, p.OnlyThis, p.NeitherPass),
+			pval(p.McNemarP), note)
+	}
+	t.write(out.w)
+}
 
-	heading("Intervals (95%)")
+// writeIntervals writes every interval computed, and which one is the
+// headline, for the pass rates and the paired differences.
+func (c *Comparison) writeIntervals(out textOut) {
+	w := out.w
+	out.heading("Intervals (95%)")
 	fmt.Fprintf(w, "Headline: %s. Bootstraps: %d resamples, seed %d.\n", c.IntervalPolicy, c.Bootstrap.Resamples, c.Bootstrap.Seed)
-	if md {
-		fmt.Fprintln(w)
-	}
-	t = &table{md: md}
+	out.blankInMarkdown()
+	t := &table{md: out.md}
 	t.row("condition", "tasks", "attempts/task", "Wilson", "task bootstrap", "CR1 (SE, df)", "headline")
 	for _, cd := range c.Conditions {
 		cl := cd.PassRateClustered
@@ -207,20 +246,24 @@ func (c *Comparison) writeText(w io.Writer, md bool) error {
 			cr1(cl, pct), headlineWhy(cd.PassRateHeadline))
 	}
 	t.write(w)
-	if len(c.Paired) > 0 {
-		fmt.Fprintln(w)
-		t = &table{md: md}
-		t.row("Δ against "+c.Baseline, "tasks", "pairs/task", "paired bootstrap", "task bootstrap", "CR1 (SE, df)", "headline")
-		for _, p := range c.Paired {
-			cl := p.DiffClustered
-			t.row(p.Condition, fmt.Sprint(cl.Tasks), atMost(cl.MaxAttempts), ciSigned(p.DiffCI), ciSigned(cl.TaskBootstrap),
-				cr1(cl, signedPct), headlineWhy(p.DiffHeadline))
-		}
-		t.write(w)
+	if len(c.Paired) == 0 {
+		return
 	}
+	fmt.Fprintln(w)
+	t = &table{md: out.md}
+	t.row("Δ against "+c.Baseline, "tasks", "pairs/task", "paired bootstrap", "task bootstrap", "CR1 (SE, df)", "headline")
+	for _, p := range c.Paired {
+		cl := p.DiffClustered
+		t.row(p.Condition, fmt.Sprint(cl.Tasks), atMost(cl.MaxAttempts), ciSigned(p.DiffCI), ciSigned(cl.TaskBootstrap),
+			cr1(cl, signedPct), headlineWhy(p.DiffHeadline))
+	}
+	t.write(w)
+}
 
-	heading("Usage by role")
-	t = &table{md: md}
+// writeUsage writes the calls, tokens and cost of each role.
+func (c *Comparison) writeUsage(out textOut) {
+	out.heading("Usage by role")
+	t := &table{md: out.md}
 	t.row("condition", "role", "calls", "input tokens", "cached", "output tokens", "cost")
 	for _, cd := range c.Conditions {
 		for _, role := range slices.Sorted(maps.Keys(cd.ByRole)) {
@@ -228,10 +271,13 @@ func (c *Comparison) writeText(w io.Writer, md bool) error {
 			t.row(cd.Name, role, fmt.Sprint(u.Calls), fmt.Sprint(u.InputTokens), fmt.Sprint(u.CachedTokens), fmt.Sprint(u.OutputTokens), usd(u.CostUSD))
 		}
 	}
-	t.write(w)
+	t.write(out.w)
+}
 
-	heading("Tasks")
-	t = &table{md: md}
+// writeTaskGrid writes each task's passes per condition.
+func (c *Comparison) writeTaskGrid(out textOut) {
+	out.heading("Tasks")
+	t := &table{md: out.md}
 	header := []string{"task"}
 	for _, cd := range c.Conditions {
 		header = append(header, cd.Name)
@@ -252,8 +298,7 @@ func (c *Comparison) writeText(w io.Writer, md bool) error {
 		}
 		t.row(r...)
 	}
-	t.write(w)
-	return nil
+	t.write(out.w)
 }
 
 // skippedHeading heads the list of results left out as unreadable.

@@ -80,7 +80,7 @@ func Parse(d *yaml11.Decoder, n *yaml11.Node, path, dir, source string) Set {
 			return
 		}
 		if err := st.Check(); err != nil {
-			d.Errorf(v, path, "%v", err)
+			d.Errorf(v, path, "%w", err)
 			return
 		}
 		out[name] = st
@@ -152,6 +152,14 @@ func LoadFile(path string) (Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stacks file: %w", err)
 	}
+	return ParseFile(path, data)
+}
+
+// ParseFile decodes a stacks file's bytes: a mapping with one key, stacks.
+// It is pure: path names the file in messages, and its folder is the one
+// the stacks' relative paths are in. Every problem is a *located.Error, in
+// a located.List in file order.
+func ParseFile(path string, data []byte) (Set, error) {
 	if len(data) > maxFile {
 		return nil, fmt.Errorf("stacks file %s is larger than %d bytes", path, maxFile)
 	}

@@ -2,9 +2,7 @@ package task
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,11 +12,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/task/taskfs"
@@ -92,17 +90,57 @@ func (t *Task) composeVars(envDir string) map[string]string {
 }
 
 // loadCompose reads the task's compose file. Problems are the task's
-// errors; what troupe leaves out of a service is a warning.
-func (t *Task) loadCompose(d *taskfs.Dir, envDir string, getenv func(string) string) (*Compose, []string, error) {
-	taskDir := d.Path()
+// errors; what troupe leaves out of a service is a warning. Both are
+// located in the compose file, at the service and key they are about
+// (compose's loader gives no lines).
+func (t *Task) loadCompose(d *taskfs.Dir, envDir string, getenv func(string) string) (*Compose, []*located.Error, error) {
 	file := filepath.Join(envDir, ComposeFile)
 	vars := t.composeVars(envDir)
-	lookup := func(key string) (string, bool) {
+	lookup := t.composeLookup(vars, getenv)
+	files := inTask{dir: d, envDir: envDir}
+	content, err := files.read(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	project, err := t.composeProject(files, file, content, vars, lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &Compose{File: file}
+	warnings, errs := c.addServices(d.Path(), project)
+	for _, key := range []string{"volumes", "secrets", "configs", "models"} {
+		if n := map[string]int{"volumes": len(project.Volumes), "secrets": len(project.Secrets), "configs": len(project.Configs), "models": len(project.Models)}[key]; n > 0 {
+			errs = append(errs, &located.Error{File: file, Err: fmt.Errorf("top-level %s: not supported (trials have no state or host files beyond the task's image)", key)})
+		}
+	}
+	if len(project.Networks) > 1 || len(project.Networks) == 1 && project.Networks["default"].Name == "" {
+		warnings = append(warnings, &located.Error{File: file, Err: errors.New("top-level networks: ignored: every service is on the trial's own network")})
+	}
+	warnings = append(warnings, unsetVars(file, content, lookup)...)
+	if len(errs) > 0 {
+		return nil, warnings, located.List(errs)
+	}
+	c.Sidecars, err = startOrder(file, c.Sidecars)
+	if err != nil {
+		return nil, warnings, err
+	}
+	for _, d := range c.Main.DependsOn {
+		if !slices.ContainsFunc(c.Sidecars, func(s Service) bool { return s.Name == d.Service }) {
+			return nil, warnings, notAService(file, MainService, d.Service)
+		}
+	}
+	return c, warnings, nil
+}
+
+// composeLookup is how the compose file's variables are found: Harbor's
+// and the task's env, else the host's (Harbor passes its whole
+// environment); a value taken from the host is scrubbed like
+// [environment] env's.
+func (t *Task) composeLookup(vars map[string]string, getenv func(string) string) func(string) (string, bool) {
+	return func(key string) (string, bool) {
 		if v, ok := vars[key]; ok {
 			return v, true
 		}
-		// Harbor passes its whole environment; a value taken from the
-		// host is scrubbed like [environment] env's.
 		v := getenv(key)
 		if v == "" {
 			return "", false
@@ -113,23 +151,24 @@ func (t *Task) loadCompose(d *taskfs.Dir, envDir string, getenv func(string) str
 		t.FromHost[key] = secret.New(v)
 		return v, true
 	}
+}
+
+// composeProject loads the compose file with the Compose specification's
+// own loader, over a base file that gives the main service the task's
+// build or image, and gives each service its environment.
+func (t *Task) composeProject(files inTask, file string, content []byte, vars map[string]string, lookup func(string) (string, bool)) (*types.Project, error) {
 	// The main service is built from environment/ or is the task's image
 	// unless the file says otherwise, as in Harbor.
 	base := "services: {}\n"
 	switch {
 	case t.EnvDir != "":
-		base = fmt.Sprintf("services:\n  %s:\n    build:\n      context: %q\n", MainService, envDir)
+		base = fmt.Sprintf("services:\n  %s:\n    build:\n      context: %q\n", MainService, files.envDir)
 	case t.Image != "":
 		base = fmt.Sprintf("services:\n  %s:\n    image: %q\n", MainService, t.Image)
 	}
-	files := inTask{dir: d, envDir: envDir}
-	content, err := files.read(file)
-	if err != nil {
-		return nil, nil, err
-	}
 	details := types.ConfigDetails{
-		WorkingDir:  envDir,
-		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(envDir, ".troupe-base.yaml"), Content: []byte(base)}, {Filename: file, Content: content}},
+		WorkingDir:  files.envDir,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(files.envDir, ".troupe-base.yaml"), Content: []byte(base)}, {Filename: file, Content: content}},
 		Environment: vars,
 	}
 	project, err := loader.LoadWithContext(context.Background(), details, func(o *loader.Options) {
@@ -143,25 +182,27 @@ func (t *Task) loadCompose(d *taskfs.Dir, envDir string, getenv func(string) str
 		o.ResourceLoaders = []loader.ResourceLoader{files}
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", file, err)
+		return nil, &located.Error{File: file, Err: err}
 	}
 	for name, sc := range project.Services {
 		env, err := files.environment(sc, vars)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: services.%s: %w", file, name, err)
+			return nil, &located.Error{File: file, Path: "services." + name, Err: err}
 		}
 		sc.Environment = env
 		project.Services[name] = sc
 	}
-	c := &Compose{File: file}
-	var errs []error
-	var warnings []string
+	return project, nil
+}
+
+// addServices converts every service, in name order: main is the trial
+// container, the others its sidecars. A service with problems is left out.
+func (c *Compose) addServices(taskDir string, project *types.Project) (warnings, errs []*located.Error) {
 	for _, name := range slices.Sorted(maps.Keys(project.Services)) {
-		sc := project.Services[name]
-		s, w, err := composeService(taskDir, file, sc)
+		s, w, problems := composeService(taskDir, c.File, project.Services[name])
 		warnings = append(warnings, w...)
-		if err != nil {
-			errs = append(errs, err)
+		if len(problems) > 0 {
+			errs = append(errs, problems...)
 			continue
 		}
 		if name == MainService {
@@ -170,219 +211,27 @@ func (t *Task) loadCompose(d *taskfs.Dir, envDir string, getenv func(string) str
 			c.Sidecars = append(c.Sidecars, s)
 		}
 	}
-	for _, key := range []string{"volumes", "secrets", "configs", "models"} {
-		if n := map[string]int{"volumes": len(project.Volumes), "secrets": len(project.Secrets), "configs": len(project.Configs), "models": len(project.Models)}[key]; n > 0 {
-			errs = append(errs, fmt.Errorf("%s: top-level %s: not supported (trials have no state or host files beyond the task's image)", file, key))
-		}
-	}
-	if len(project.Networks) > 1 || len(project.Networks) == 1 && project.Networks["default"].Name == "" {
-		warnings = append(warnings, fmt.Sprintf("%s: top-level networks: ignored: every service is on the trial's own network", file))
-	}
-	// The loader would only log it: a variable the file takes whole, which
-	// neither Harbor's variables, the task's env nor the host set.
+	return warnings, errs
+}
+
+// unsetVars warns, once each, of a variable the file takes whole that
+// neither Harbor's variables, the task's env nor the host set: compose's
+// loader would only log it.
+func unsetVars(file string, content []byte, lookup func(string) (string, bool)) []*located.Error {
+	var out []*located.Error
+	seen := map[string]bool{}
 	for _, m := range plainVar.FindAllStringSubmatch(string(content), -1) {
-		if _, ok := lookup(m[1]); !ok && !slices.Contains(warnings, unsetWarning(file, m[1])) {
-			warnings = append(warnings, unsetWarning(file, m[1]))
+		if _, ok := lookup(m[1]); !ok && !seen[m[1]] {
+			seen[m[1]] = true
+			out = append(out, &located.Error{File: file, Err: fmt.Errorf("${%s} is not set (not one of Harbor's compose variables, the task's env, or the host's): it is empty", m[1])})
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, warnings, err
-	}
-	c.Sidecars, err = startOrder(file, c.Sidecars)
-	if err != nil {
-		return nil, warnings, err
-	}
-	for _, d := range c.Main.DependsOn {
-		if !slices.ContainsFunc(c.Sidecars, func(s Service) bool { return s.Name == d.Service }) {
-			return nil, warnings, fmt.Errorf("%s: services.%s.depends_on: %q is not a service of the file", file, MainService, d.Service)
-		}
-	}
-	return c, warnings, nil
+	return out
 }
 
-// Service keys by what troupe does with them. Keys not listed are refused:
-// they would give a service the host's resources or privileges.
-var (
-	// honoured for every service.
-	serviceHonoured = []string{"image", "build", "environment", "env_file", "depends_on"}
-	// honoured for sidecars; the main service is troupe's (its PID 1 is
-	// troupe init, its user and folder the task's).
-	sidecarHonoured = []string{"command", "entrypoint", "working_dir", "user", "healthcheck", "cpus", "mem_limit", "pids_limit", "deploy"}
-	// left out, with a warning: they change nothing a trial relies on, or
-	// are troupe's to decide (names, networks, resources).
-	serviceIgnored = map[string]string{
-		"container_name": "troupe names containers", "hostname": "a service is reached by its name",
-		"networks": "every service is on the trial's network", "network_mode": "troupe gives the network the task's policy says",
-		"ports": "troupe publishes no port", "expose": "every port is open on the trial's network",
-		"restart": "services live as long as the trial", "deploy": "the task's cpus and memory apply to the trial container",
-		"cpus": "not limited", "mem_limit": "not limited", "mem_reservation": "not limited", "pids_limit": "not limited",
-		"labels": "troupe labels what it creates", "logging": "troupe reads no service log driver",
-		"pull_policy": "images are local, pulled or built as for the task", "platform": "linux/amd64",
-		"stop_signal": "services are removed with the trial", "stop_grace_period": "services are removed with the trial",
-		"init": "as the image", "tty": "no terminal", "stdin_open": "no input", "extra_hosts": "not added", "dns": "Docker's", "dns_search": "Docker's",
-		"dns_opt": "Docker's", "shm_size": "Docker's default", "ulimits": "Docker's default", "healthcheck": "the task's [environment.healthcheck] is the trial container's",
-		"command": "the trial container runs troupe init", "entrypoint": "the trial container runs troupe init",
-		"working_dir": "[environment] workdir, else the image's WORKDIR", "user": "agents run as troupe decides; the verifier as [verifier] user",
-		"profiles": "every service runs", "annotations": "none", "tmpfs": "not mounted", "attach": "no output is followed",
-	}
-)
-
-// composeService checks one service and converts what troupe runs of it.
-func composeService(taskDir, file string, sc types.ServiceConfig) (Service, []string, error) {
-	name := sc.Name
-	main := name == MainService
-	where := func(key string) string { return fmt.Sprintf("%s: services.%s.%s", file, name, key) }
-	var errs []error
-	var warnings []string
-	keys, err := setKeys(sc)
-	if err != nil {
-		return Service{}, nil, fmt.Errorf("%s: services.%s: %w", file, name, err)
-	}
-	for _, k := range keys {
-		switch {
-		case slices.Contains(serviceHonoured, k), !main && slices.Contains(sidecarHonoured, k):
-		case k == "networks" && len(sc.Networks) == 1 && sc.Networks["default"] == nil:
-			// the loader's own default network
-		case k == "volumes":
-			for _, v := range sc.Volumes {
-				if main && strings.HasPrefix(v.Source, hostLogs) {
-					continue // Harbor's log mounts: troupe copies logs out
-				}
-				errs = append(errs, fmt.Errorf("%s: %s %s:%s: not supported: a trial gets no host folder and no volume", where("volumes"), v.Type, v.Source, v.Target))
-			}
-		case main && (k == "command" || k == "entrypoint") && !idles(sc.Entrypoint, sc.Command):
-			warnings = append(warnings, fmt.Sprintf("%s: not run: the trial container's first process is troupe init, and what runs beside the agents is swept before the verifier; put setup in the Dockerfile, or a server in a service of its own", where(k)))
-		case serviceIgnored[k] != "":
-			if !main || !harborTemplate(k) {
-				warnings = append(warnings, fmt.Sprintf("%s: ignored: %s", where(k), serviceIgnored[k]))
-			}
-		default:
-			errs = append(errs, fmt.Errorf("%s: not supported: troupe gives no service the host's devices, namespaces, privileges or files", where(k)))
-		}
-	}
-	if sc.GetScale() > 1 {
-		errs = append(errs, fmt.Errorf("%s: more than one replica is not supported", where("deploy")))
-	}
-	s := Service{Name: name, Image: sc.Image, Entrypoint: sc.Entrypoint, Command: sc.Command, WorkDir: sc.WorkingDir, User: sc.User}
-	if main {
-		s.Entrypoint, s.Command, s.WorkDir, s.User = nil, nil, "", ""
-	} else {
-		// The older keys or deploy.resources.limits: compose's loader
-		// refuses the two with different values.
-		s.CPUs, s.MemoryMB, s.Pids = float64(sc.CPUS), int64(sc.MemLimit)>>20, sc.PidsLimit
-		if d := sc.Deploy; d != nil && d.Resources.Limits != nil {
-			l := d.Resources.Limits
-			s.CPUs = cmp.Or(float64(l.NanoCPUs), s.CPUs)
-			s.MemoryMB = cmp.Or(int64(l.MemoryBytes)>>20, s.MemoryMB)
-			s.Pids = cmp.Or(l.Pids, s.Pids)
-		}
-	}
-	if b := sc.Build; b != nil {
-		if len(b.Args) > 0 || b.Target != "" || len(b.AdditionalContexts) > 0 || b.DockerfileInline != "" {
-			errs = append(errs, fmt.Errorf("%s: build args, targets, inline Dockerfiles and extra contexts are not supported yet", where("build")))
-		}
-		rel, err := filepath.Rel(taskDir, b.Context)
-		if err != nil || !filepath.IsLocal(rel) && rel != "." {
-			errs = append(errs, fmt.Errorf("%s: context %s is outside the task's folder", where("build"), b.Context))
-		}
-		s.BuildDir, s.Image = b.Context, ""
-		if b.Dockerfile != "" && b.Dockerfile != "Dockerfile" {
-			s.Dockerfile = b.Dockerfile
-			if !filepath.IsLocal(b.Dockerfile) {
-				errs = append(errs, fmt.Errorf("%s: dockerfile %s must be a file inside the context", where("build"), b.Dockerfile))
-			}
-		}
-	}
-	if s.Image == "" && s.BuildDir == "" {
-		errs = append(errs, fmt.Errorf("%s: a service needs an image or a build", where("image")))
-	}
-	if len(sc.Environment) > 0 {
-		s.Env = map[string]string{}
-		for k, v := range sc.Environment {
-			if v != nil {
-				s.Env[k] = *v
-			}
-		}
-	}
-	if hc := sc.HealthCheck; hc != nil && !main && !hc.Disable {
-		h := &runtime.Healthcheck{Test: hc.Test, Interval: dur(hc.Interval), Timeout: dur(hc.Timeout), StartPeriod: dur(hc.StartPeriod)}
-		if hc.Retries != nil {
-			h.Retries = int(*hc.Retries)
-		}
-		s.Healthcheck = h
-	}
-	for _, dep := range slices.Sorted(maps.Keys(sc.DependsOn)) {
-		cond := sc.DependsOn[dep].Condition
-		switch cond {
-		case "", runtime.DependStarted, runtime.DependHealthy, runtime.DependCompleted:
-		default:
-			errs = append(errs, fmt.Errorf("%s: %s: condition %q is not %s, %s or %s", where("depends_on"), dep, cond, runtime.DependStarted, runtime.DependHealthy, runtime.DependCompleted))
-		}
-		if dep == MainService {
-			errs = append(errs, fmt.Errorf("%s: no service may depend on %s: it starts last", where("depends_on"), MainService))
-		}
-		s.DependsOn = append(s.DependsOn, runtime.Dependency{Service: dep, Condition: cmpOr(cond, runtime.DependStarted)})
-	}
-	return s, warnings, errors.Join(errs...)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// harborTemplate reports whether a key is one Harbor's own compose files
-// set for the main service, and troupe drops without a word.
-func harborTemplate(key string) bool {
-	switch key {
-	case "command", "entrypoint", "network_mode", "deploy", "pull_policy", "healthcheck":
-		return true
-	}
-	return false
-}
-
-// idles reports whether a command only keeps a container alive (Harbor's
-// "sleep infinity"), which troupe init does too.
-func idles(entrypoint, command []string) bool {
-	words := strings.Fields(strings.Join(append(slices.Clone(entrypoint), command...), " "))
-	for len(words) > 0 && (words[0] == "sh" || words[0] == "bash" || words[0] == "/bin/sh" || words[0] == "/bin/bash" || strings.HasPrefix(words[0], "-")) {
-		words = words[1:]
-	}
-	return len(words) == 0 || len(words) == 2 && strings.Trim(words[0], `"'`) == "sleep" && strings.Trim(words[1], `"'`) == "infinity"
-}
-
-// setKeys lists the keys a service sets, by their compose names.
-func setKeys(sc types.ServiceConfig) ([]string, error) {
-	data, err := json.Marshal(sc)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	var keys []string
-	for k, v := range m {
-		switch string(v) {
-		case "null", "[]", "{}", "false", "0", `""`:
-			continue
-		}
-		if k == "scale" {
-			continue // checked with the replicas
-		}
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys, nil
-}
-
-func dur(d *types.Duration) time.Duration {
-	if d == nil {
-		return 0
-	}
-	return time.Duration(*d)
+// notAService is a depends_on naming a service the file does not have.
+func notAService(file, service, dep string) *located.Error {
+	return &located.Error{File: file, Path: "services." + service + ".depends_on", Err: fmt.Errorf("%q is not a service of the file", dep)}
 }
 
 // startOrder orders services so that each comes after its dependencies,
@@ -400,11 +249,11 @@ func startOrder(file string, services []Service) ([]Service, error) {
 		case 2:
 			return nil
 		case 1:
-			return fmt.Errorf("%s: depends_on has a cycle: %s", file, strings.Join(append(path, name), " -> "))
+			return &located.Error{File: file, Err: fmt.Errorf("depends_on has a cycle: %s", strings.Join(append(path, name), " -> "))}
 		}
 		s, ok := byName[name]
 		if !ok {
-			return fmt.Errorf("%s: services.%s.depends_on: %q is not a service of the file", file, path[len(path)-1], name)
+			return notAService(file, path[len(path)-1], name)
 		}
 		state[name] = 1
 		for _, d := range s.DependsOn {
@@ -426,10 +275,6 @@ func startOrder(file string, services []Service) ([]Service, error) {
 
 // plainVar is ${NAME} without a default.
 var plainVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-func unsetWarning(file, name string) string {
-	return fmt.Sprintf("%s: ${%s} is not set (not one of Harbor's compose variables, the task's env, or the host's): it is empty", file, name)
-}
 
 // maxComposeFile bounds the compose file and every file it reads.
 const maxComposeFile = 1 << 20

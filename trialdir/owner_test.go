@@ -19,14 +19,16 @@ import (
 // struct of exactly id, role, kind and pubkey), a conversation record's
 // block references ($blocks, $prefix, outside llm), a trial file's name
 // spelled as a literal, the message kind 9 compared by number, the
-// DONE: prefix spelled outside package channel, or a folder digest's entry
-// (path, NUL, mode, NUL) hashed outside task/taskfs. A second copy is where
-// a writer and a reader come to differ.
+// DONE: prefix spelled outside package channel, a folder digest's entry
+// (path, NUL, mode, NUL) hashed outside task/taskfs, or a loader's located
+// error (a struct with Line, Col and Err) outside internal/located. A
+// second copy is where a writer and a reader come to differ.
 func TestOneOwnerPerFormat(t *testing.T) {
 	owners := map[string]string{ // what → the folder that owns it
 		"transcript line": "trialdir", "members line": "trialdir", "trial file name": "trialdir",
 		"record block reference": "llm", "message kind": "channel", "DONE: prefix": "channel",
 		"folder digest entry": "task/taskfs",
+		"located error": "internal/located",
 	}
 	// The job folder's log is only the job's (jobdir.go). Its lock.json
 	// and .superseded/ are still spelt in package report too, and
@@ -61,8 +63,11 @@ func TestOneOwnerPerFormat(t *testing.T) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.StructType:
-				var tags []string
+				var tags, fields []string
 				for _, field := range n.Fields.List {
+					for _, name := range field.Names {
+						fields = append(fields, name.Name)
+					}
 					if field.Tag == nil {
 						continue
 					}
@@ -79,6 +84,9 @@ func TestOneOwnerPerFormat(t *testing.T) {
 				slices.Sort(tags)
 				if slices.Equal(tags, []string{"id", "kind", "pubkey", "role"}) {
 					found(n, "members line", "id, role, kind, pubkey")
+				}
+				if slices.Contains(fields, "Line") && slices.Contains(fields, "Col") && slices.Contains(fields, "Err") {
+					found(n, "located error", "Line, Col and Err")
 				}
 			case *ast.BasicLit:
 				if n.Kind != token.STRING {

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/yaml11"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
@@ -62,7 +63,7 @@ type problem struct {
 }
 
 func (p problem) String() string {
-	return (&yaml11.Error{File: p.File, Line: p.Line, Col: p.Col, Path: p.Path, Err: errors.New(p.Message)}).Error()
+	return (&located.Error{File: p.File, Line: p.Line, Col: p.Col, Path: p.Path, Err: errors.New(p.Message)}).Error()
 }
 
 type validateResult struct {
@@ -139,7 +140,7 @@ func validateOne(path string, opts validateOptions, artifactRoot string, cfg *co
 
 // problems flattens an error into located problems.
 func problems(file string, err error) []problem {
-	if list, ok := errors.AsType[manifest.ValidationErrors](err); ok {
+	if list := located.All(err); len(list) > 0 {
 		out := make([]problem, len(list))
 		for i, e := range list {
 			out[i] = problem{File: e.File, Line: e.Line, Col: e.Col, Path: e.Path, Message: e.Err.Error()}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/suggest"
 )
 
@@ -23,12 +24,12 @@ type Decoder struct {
 	// as a string, and the original system still took it as a float, so
 	// manifests need this to load unchanged.
 	NumericStrings bool
-	errs           Errors
+	errs           []*located.Error
 }
 
 // Errorf records a problem at n (which may be nil for file-level problems).
 func (d *Decoder) Errorf(n *Node, path, format string, args ...any) {
-	e := &Error{File: d.File, Path: path, Err: fmt.Errorf(format, args...)}
+	e := &located.Error{File: d.File, Path: path, Err: fmt.Errorf(format, args...)}
 	if n != nil {
 		e.Line, e.Col = n.Line, n.Col
 	}
@@ -39,15 +40,9 @@ func (d *Decoder) Errorf(n *Node, path, format string, args ...any) {
 // after decoding a part tells whether that part was clean.
 func (d *Decoder) Count() int { return len(d.errs) }
 
-// Err returns every recorded problem in file order, or nil.
-func (d *Decoder) Err() error {
-	if len(d.errs) == 0 {
-		return nil
-	}
-	out := slices.Clone(d.errs)
-	out.sortByPlace()
-	return out
-}
+// Err returns every recorded problem in file order, as a located.List, or
+// nil.
+func (d *Decoder) Err() error { return located.Join(d.errs...) }
 
 // Field describes one key of a mapping decoded by Struct.
 type Field struct {

@@ -12,6 +12,7 @@
 // refused with a located error instead of hanging.
 //
 // Decoder turns a Node tree into typed values: unknown keys, wrong types and
-// rule violations are collected (not returned one at a time), each with its
-// file:line:col and key path, so a user sees every problem of a file at once.
+// rule violations are collected (not returned one at a time), each a
+// *located.Error with its file:line:col and key path, so a user sees every
+// problem of a file at once.
 package yaml11

@@ -1,11 +1,8 @@
 package yaml11
 
 import (
-	"cmp"
 	"fmt"
 	"math/big"
-	"slices"
-	"strings"
 )
 
 // Kind says what a Node holds once YAML 1.1 resolution has run.
@@ -114,60 +111,4 @@ func (n *Node) describe() string {
 		return fmt.Sprintf("the string %q", text)
 	}
 	return fmt.Sprintf("%s %s", n.Kind, text)
-}
-
-// Error is one problem of a YAML file, located by line, column and key path.
-// The path uses dots for keys and brackets for indices and odd keys:
-// roster[1].generation.max_output_tokens, prices["openai/gpt-5"].
-type Error struct {
-	File      string
-	Line, Col int
-	Path      string
-	Err       error
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(cmp.Or(e.File, "<input>"))
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Col)
-	}
-	b.WriteString(": ")
-	if e.Path != "" {
-		b.WriteString(e.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Err.Error())
-	return b.String()
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// Errors is every problem found in one file, in file order. It unwraps to its
-// members, so errors.Is and errors.AsType see each of them.
-type Errors []*Error
-
-func (es Errors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Unwrap exposes every member to errors.Is and errors.As.
-func (es Errors) Unwrap() []error {
-	out := make([]error, len(es))
-	for i, e := range es {
-		out[i] = e
-	}
-	return out
-}
-
-// sortByPlace orders errors by where they are in the file; errors without a
-// place come first, and ties keep the order they were found in.
-func (es Errors) sortByPlace() {
-	slices.SortStableFunc(es, func(a, b *Error) int {
-		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
-	})
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/internal/located"
 )
 
 func TestParsePositions(t *testing.T) {
@@ -80,7 +82,7 @@ func TestParseRefusesHostileInput(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			e, ok := errors.AsType[*Error](err)
+			e, ok := errors.AsType[*located.Error](err)
 			if !ok || e.Line < 1 || e.Col < 1 || e.File != "x.yaml" {
 				t.Errorf("error is not located in x.yaml: %#v", err)
 			}
@@ -176,7 +178,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		root, err := Parse("fuzz.yaml", data)
 		if err != nil {
-			e, ok := errors.AsType[*Error](err)
+			e, ok := errors.AsType[*located.Error](err)
 			if !ok || e.Line < 1 || e.Col < 1 {
 				t.Fatalf("unlocated error %#v", err)
 			}

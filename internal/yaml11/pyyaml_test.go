@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/troupebench/troupe/internal/located"
 )
 
 // TestMatchesPyYAML parses every testdata/pyyaml/*.yaml and compares the result
@@ -65,9 +67,9 @@ func TestMatchesPyYAML(t *testing.T) {
 
 func assertLocated(t *testing.T, err error) {
 	t.Helper()
-	e, ok := err.(*Error)
+	e, ok := err.(*located.Error)
 	if !ok {
-		t.Fatalf("error %T is not a *yaml11.Error: %v", err, err)
+		t.Fatalf("error %T is not a *located.Error: %v", err, err)
 	}
 	if e.Line < 1 || e.Col < 1 {
 		t.Errorf("error has no place: %v", err)

@@ -26,24 +26,21 @@ type Image struct {
 // errNoImage is a task whose trial container has no image at all.
 const errNoImage = "the trial container has no image: the compose file's main service names no image and no build, and the task has no environment/Dockerfile or docker_image"
 
-// TaskImages are the images a trial of t uses, as the trial resolves them
-// (trial/compose.go: imageSpec, then services): the trial container's
-// first (the compose file's main service's image or build when it names
-// one, else the task's docker_image and environment/), then each compose
+// TaskImages are the images a trial of t uses, as the trial resolves them:
+// the trial container's first (task.MainImage), then each compose
 // sidecar's. troupe images build builds those with a Context; a plan
 // lists them all.
 func TaskImages(t *task.Task) []Image {
-	main := Image{Task: t.Name, Pull: t.Image, Context: t.EnvDir}
-	if c := t.Compose; c != nil && (c.Main.Image != "" || c.Main.BuildDir != "") {
-		main.Pull, main.Context, main.Dockerfile = c.Main.Image, c.Main.BuildDir, c.Main.Dockerfile
-	}
+	m := t.MainImage()
+	main := Image{Task: t.Name, Pull: m.Pull, Context: m.Context, Dockerfile: m.Dockerfile}
 	if main.Pull == "" && main.Context == "" {
 		main.Error = errNoImage
 	}
 	images := []Image{main}
 	if t.Compose != nil {
 		for _, s := range t.Compose.Sidecars {
-			images = append(images, Image{Task: t.Name, Service: s.Name, Pull: s.Image, Context: s.BuildDir, Dockerfile: s.Dockerfile})
+			img := s.ImageSource()
+			images = append(images, Image{Task: t.Name, Service: s.Name, Pull: img.Pull, Context: img.Context, Dockerfile: img.Dockerfile})
 		}
 	}
 	return images

@@ -134,7 +134,7 @@ func BenchmarkPodTrialOverhead(b *testing.B) {
 // binary and build (and a load) would make them.
 func podRuntime(b *testing.B, bin *runtime.Binary, tk *task.Task) Backend {
 	ctx := b.Context()
-	spec := imageSpec(tk)
+	spec := imageSpec(tk.MainImage())
 	tag, _, err := testRT.BuildEnvironment(ctx, *spec.Build)
 	if err != nil {
 		b.Fatal(err)

@@ -27,14 +27,10 @@ type sidecar struct {
 	baseline []byte // inside.Baseline, as troupe sweep --list gave it
 }
 
-// imageSpec is how the trial container's image is made: the compose
-// file's main service when it names an image or a build, else the task's
-// docker_image or environment/Dockerfile.
-func imageSpec(t *task.Task) runtime.ImageSpec {
-	if c := t.Compose; c != nil && (c.Main.Image != "" || c.Main.BuildDir != "") {
-		return runtime.ImageSpec{Image: c.Main.Image, Build: build(c.Main.BuildDir, c.Main.Dockerfile)}
-	}
-	return runtime.ImageSpec{Image: t.Image, Build: build(t.EnvDir, "")}
+// imageSpec is how an image is made for the runtime: pulled by name, else
+// built from its folder.
+func imageSpec(img task.Image) runtime.ImageSpec {
+	return runtime.ImageSpec{Image: img.Pull, Build: build(img.Context, img.Dockerfile)}
 }
 
 // containerEnv is every process's environment in the trial container: the
@@ -57,7 +53,7 @@ func (r *run) services(ctx context.Context) ([]runtime.ServiceSpec, []runtime.De
 	}
 	var out []runtime.ServiceSpec
 	for _, s := range c.Sidecars {
-		img, err := r.env.Runtime.Image(ctx, runtime.ImageSpec{Image: s.Image, Build: build(s.BuildDir, s.Dockerfile)})
+		img, err := r.env.Runtime.Image(ctx, imageSpec(s.ImageSource()))
 		if err != nil {
 			return nil, nil, err
 		}

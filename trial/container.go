@@ -27,7 +27,7 @@ import (
 func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	rt, task := r.env.Runtime, r.spec.Task
 	bctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(task.BuildTimeout))
-	img, err := rt.Image(bctx, imageSpec(task))
+	img, err := rt.Image(bctx, imageSpec(task.MainImage()))
 	var services []runtime.ServiceSpec
 	var dependsOn []runtime.Dependency
 	if err == nil {

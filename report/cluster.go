@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/troupebench/troupe/decide"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // Cluster is one task's part of a mean over trials: the sum of its values
@@ -251,7 +252,7 @@ func LoadSequential(dirs ...string) ([]*decide.JobRecord, error) {
 	var errs []error
 	for _, dir := range dirs {
 		err := walkFolders(dir, func(p string) bool {
-			if _, err := os.Stat(filepath.Join(p, "trial.log")); err == nil {
+			if _, err := os.Stat(filepath.Join(p, trialdir.Log)); err == nil {
 				return true // a trial's folder: no job's file is in it
 			}
 			if rec, err := decide.ReadJob(p); err != nil {

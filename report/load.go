@@ -158,7 +158,7 @@ func Load(dirs ...string) ([]*Trial, error) {
 // its inputs changed is another roster's, and one whose result cannot be
 // read is history: both are left out.
 func redoneRuns(jobDir string) []*Trial {
-	entries, err := os.ReadDir(filepath.Join(jobDir, ".superseded"))
+	entries, err := os.ReadDir(filepath.Join(jobDir, trialdir.Superseded))
 	if err != nil {
 		return nil
 	}
@@ -167,7 +167,7 @@ func redoneRuns(jobDir string) []*Trial {
 		if !e.IsDir() || strings.Contains(e.Name(), ".other-inputs.") {
 			continue
 		}
-		t, err := readTrial(filepath.Join(jobDir, ".superseded", e.Name(), trialdir.Result))
+		t, err := readTrial(filepath.Join(jobDir, trialdir.Superseded, e.Name(), trialdir.Result))
 		if err != nil || t == nil || t.Outcome.Scored() {
 			continue
 		}
@@ -202,7 +202,7 @@ func walkFolders(dir string, visit func(dir string) (trial bool)) error {
 		if !e.IsDir() {
 			return nil
 		}
-		if p != dir && e.Name() == ".superseded" {
+		if p != dir && e.Name() == trialdir.Superseded {
 			return fs.SkipDir
 		}
 		if visit(p) {

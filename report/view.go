@@ -119,7 +119,7 @@ type found struct {
 func (v *Viewer) scan() found {
 	var f found
 	err := walkFolders(v.Dir, func(dir string) bool {
-		if _, err := os.Lstat(filepath.Join(dir, "lock.json")); err == nil {
+		if _, err := os.Lstat(filepath.Join(dir, trialdir.JobLock)); err == nil {
 			f.jobs = append(f.jobs, dir)
 		}
 		t, err := readTrial(filepath.Join(dir, trialdir.Result))
@@ -147,7 +147,7 @@ func (v *Viewer) scan() found {
 // readRunning reads a trial that has started and not finished: its
 // config.json, written first.
 func readRunning(dir string) *Trial {
-	data, info, err := readRegular(filepath.Join(dir, "config.json"))
+	data, info, err := readRegular(filepath.Join(dir, trialdir.Config))
 	if data == nil || err != nil {
 		return nil
 	}
@@ -299,7 +299,7 @@ func compareWith(trials []*Trial, baseline string) (*Comparison, string, error) 
 // jobRunning: a job whose result.json has no finished_at is running (or
 // was interrupted; either way it may change).
 func jobRunning(dir string) bool {
-	data, _, err := readRegular(filepath.Join(dir, "result.json"))
+	data, _, err := readRegular(filepath.Join(dir, trialdir.JobResult))
 	if data == nil || err != nil {
 		return false
 	}

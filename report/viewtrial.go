@@ -142,7 +142,7 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 	}
 	// trial.log is troupe's alone (each line starts with time=); the other
 	// text logs' markers count where the result says they were cut.
-	tf.cut = map[string]bool{"trial.log": true}
+	tf.cut = map[string]bool{trialdir.Log: true}
 	for name := range full.Truncated {
 		tf.cut[name] = true
 	}
@@ -168,8 +168,8 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 	}
 	render(w, "trial", map[string]any{
 		"Title": t.Name, "Running": live, "T": t, "Messages": msgs, "TranscriptNote": transcriptNote, "Agents": agents,
-		"Verifier": tf.shown("verifier/test-stdout.txt"), "VerifierErr": tf.shown("verifier/test-stderr.txt"),
-		"TrialLog": tf.shown("trial.log"), "Exception": exception, "CutFiles": full.cutFiles(), "Replay": full.Replay,
+		"Verifier": tf.shown(trialdir.VerifierStdout), "VerifierErr": tf.shown(trialdir.VerifierStderr),
+		"TrialLog": tf.shown(trialdir.Log), "Exception": exception, "CutFiles": full.cutFiles(), "Replay": full.Replay,
 		"Home": withBaseline("/", url.Values{}, baseline),
 	})
 }
@@ -248,8 +248,7 @@ func readAgent(tf files, m member, usage map[string]llm.Totals) agentView {
 		av.Log = []logPart{{Text: "(an agent id that is not a folder name: nothing is read for it)"}}
 		return av
 	}
-	dir := "agents/" + m.ID + "/"
-	logName := dir + "llm-calls.jsonl"
+	logName := trialdir.Calls(m.ID)
 	var inLog llm.Totals // what the call log holds
 	var cuts, shown int
 	note, err := tf.lines(logName, func(line []byte, cut *Cut) {
@@ -299,6 +298,6 @@ func readAgent(tf files, m member, usage map[string]llm.Totals) agentView {
 		notes = append(notes, fmt.Sprintf("the first %d of the %d calls in the log are shown", shown, inLog.Calls))
 	}
 	av.CallsNote = strings.Join(slices.DeleteFunc(notes, func(s string) bool { return s == "" }), "; ")
-	av.Log, av.Stdout = tf.shown(dir+"stderr.log"), tf.shown(dir+"stdout.log")
+	av.Log, av.Stdout = tf.shown(trialdir.Stderr(m.ID)), tf.shown(trialdir.Stdout(m.ID))
 	return av
 }

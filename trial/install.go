@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/troupebench/troupe/runtime/tunnel"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // ErrInstall is a stack's install script that failed: it exited non-zero,
@@ -139,7 +139,7 @@ func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *InstallRecor
 	}
 	nw := r.agentNet()
 	rec.Network = &nw
-	rec.Log = path.Join("agents", "install-"+st.Name+".log")
+	rec.Log = trialdir.InstallLog(st.Name)
 	out, err := r.openSink(rec.Log, r.env.bounds().AgentOutput)
 	if err != nil {
 		return nil, err

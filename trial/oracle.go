@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"time"
 
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // solutionDir is where the oracle's solution/ goes, as in Harbor.
@@ -50,15 +50,14 @@ func (r *run) provisionOracle() error {
 	}
 	r.armSinks(minted)
 	ar := &agentRun{Agent: manifest.Agent{ID: manifest.OracleCondition, Kind: manifest.OracleCondition, Role: manifest.OracleCondition}}
-	dir := path.Join("agents", ar.ID)
-	if err := os.MkdirAll(filepath.Join(r.spec.Dir, dir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(r.spec.Dir, filepath.FromSlash(trialdir.Agent(ar.ID))), 0o755); err != nil {
 		return err
 	}
 	bounds := r.env.bounds()
-	if ar.stdout, err = r.openSink(path.Join(dir, "stdout.log"), bounds.AgentOutput); err != nil {
+	if ar.stdout, err = r.openSink(trialdir.Stdout(ar.ID), bounds.AgentOutput); err != nil {
 		return err
 	}
-	if ar.stderr, err = r.openSink(path.Join(dir, "stderr.log"), bounds.AgentOutput); err != nil {
+	if ar.stderr, err = r.openSink(trialdir.Stderr(ar.ID), bounds.AgentOutput); err != nil {
 		return err
 	}
 	r.agents = []*agentRun{ar}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,17 +21,52 @@ import (
 
 // provision makes the trial's identities, prompts, channel and tokens.
 func (r *run) provision() error {
-	team := r.spec.Team
-	bounds := r.env.bounds()
+	user, members, minted, err := r.identities()
+	if err != nil {
+		return err
+	}
+	for i, ar := range r.agents {
+		ar.prompt = personas.Compose(ar.Prompt, personas.Context{Self: members[i], Channel: r.id, User: user, Team: members})
+		if err := r.agentFiles(ar); err != nil {
+			return err
+		}
+	}
+	if err := r.relayFiles(append([]personas.Member{user}, members...)); err != nil {
+		return err
+	}
+	// Values the task took from the host are as secret as what troupe
+	// minted.
+	for _, v := range r.spec.Task.FromHost {
+		minted = append(minted, v)
+	}
+	if minted, err = r.mintTokens(minted); err != nil {
+		return err
+	}
+	// Every secret is minted: from now on no file of the trial and no
+	// message of the channel may hold one.
+	r.armSinks(minted)
+	if err := r.openChannel(); err != nil {
+		return err
+	}
+	for _, ar := range r.agents {
+		r.res.Agents = append(r.res.Agents, AgentRecord{ID: ar.ID, ClassID: ar.ClassID, Kind: string(ar.Kind), Role: ar.Role, Endpoint: ar.Endpoint, Pubkey: ar.pk, UID: ar.uid,
+			Stack: ar.stack.Name, StackDigest: ar.stack.Digest()})
+	}
+	return nil
+}
+
+// identities makes a key for the trial user and for each agent (with its
+// stack and, isolated, its uid): the team as the prompts name it, and
+// every minted key in each of its forms.
+func (r *run) identities() (user personas.Member, members []personas.Member, minted []secret.Secret, err error) {
 	sk := nostr.GeneratePrivateKey()
 	r.userSK = secret.New(sk)
 	r.userPK, _ = nostr.GetPublicKey(sk)
-	minted := keyForms(sk)
-	var members []personas.Member
-	for i, a := range team.Agents {
+	minted = keyForms(sk)
+	for i, a := range r.spec.Team.Agents {
 		st, err := r.spec.Stacks.Resolve(string(a.Harness))
 		if err != nil {
-			return fmt.Errorf("agent %s: %w", a.ID, err)
+			return user, nil, nil, fmt.Errorf("agent %s: %w", a.ID, err)
 		}
 		sk := nostr.GeneratePrivateKey()
 		ar := &agentRun{Agent: a, stack: st, sk: secret.New(sk)}
@@ -44,36 +78,46 @@ func (r *run) provision() error {
 		r.agents = append(r.agents, ar)
 		members = append(members, personas.Member{ID: a.ID, Role: a.Role, Kind: string(a.Kind), Pubkey: ar.pk})
 	}
-	user := personas.Member{ID: "user", Role: "user", Kind: "user", Pubkey: r.userPK}
-	for i, ar := range r.agents {
-		ar.prompt = personas.Compose(ar.Prompt, personas.Context{Self: members[i], Channel: r.id, User: user, Team: members})
-		dir := filepath.Join(r.spec.Dir, "agents", ar.ID)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	user = personas.Member{ID: "user", Role: "user", Kind: "user", Pubkey: r.userPK}
+	return user, members, minted, nil
+}
+
+// agentFiles writes an agent's system prompt to its folder and opens the
+// files its output, calls and conversation go to.
+func (r *run) agentFiles(ar *agentRun) error {
+	bounds := r.env.bounds()
+	if err := os.MkdirAll(filepath.Join(r.spec.Dir, filepath.FromSlash(trialdir.Agent(ar.ID))), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.spec.Dir, filepath.FromSlash(trialdir.SystemPrompt(ar.ID))), ar.prompt, 0o644); err != nil {
+		return err
+	}
+	var err error
+	if ar.stdout, err = r.openSink(trialdir.Stdout(ar.ID), bounds.AgentOutput); err != nil {
+		return err
+	}
+	if ar.stderr, err = r.openSink(trialdir.Stderr(ar.ID), bounds.AgentOutput); err != nil {
+		return err
+	}
+	if r.env.Record != RecordNone {
+		if ar.calls, err = r.openSink(trialdir.Calls(ar.ID), bounds.Calls); err != nil {
 			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "system-prompt.md"), ar.prompt, 0o644); err != nil {
-			return err
-		}
-		var err error
-		agentDir := path.Join("agents", ar.ID)
-		if ar.stdout, err = r.openSink(path.Join(agentDir, "stdout.log"), bounds.AgentOutput); err != nil {
-			return err
-		}
-		if ar.stderr, err = r.openSink(path.Join(agentDir, "stderr.log"), bounds.AgentOutput); err != nil {
-			return err
-		}
-		if r.env.Record != RecordNone {
-			if ar.calls, err = r.openSink(path.Join(agentDir, "llm-calls.jsonl"), bounds.Calls); err != nil {
-				return err
-			}
-		}
-		if r.env.Record.full() {
-			if ar.conversation, err = r.openSink(path.Join(agentDir, conversationFile), bounds.Conversation); err != nil {
-				return err
-			}
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(r.spec.Dir, "relay"), 0o755); err != nil {
+	if r.env.Record.full() {
+		if ar.conversation, err = r.openSink(trialdir.ConversationPlain(ar.ID), bounds.Conversation); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// relayFiles opens the channel's transcript and audit and writes who
+// holds which key, public from the start, so that troupe view can name
+// the speakers of a trial that has no result.json yet.
+func (r *run) relayFiles(team []personas.Member) error {
+	bounds := r.env.bounds()
+	if err := os.MkdirAll(filepath.Join(r.spec.Dir, trialdir.Relay), 0o755); err != nil {
 		return err
 	}
 	var err error
@@ -83,32 +127,26 @@ func (r *run) provision() error {
 	if r.audit, err = r.openSink(trialdir.Audit, bounds.Audit); err != nil {
 		return err
 	}
-	// Who holds which key, public from the start, so that troupe view can
-	// name the speakers of a trial that has no result.json yet.
 	var roster []trialdir.Member
-	for _, m := range append([]personas.Member{user}, members...) {
+	for _, m := range team {
 		roster = append(roster, trialdir.Member(m))
 	}
 	var buf bytes.Buffer
 	if err := trialdir.WriteMembers(&buf, roster); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(r.spec.Dir, filepath.FromSlash(trialdir.Members)), buf.Bytes()); err != nil {
-		return err
-	}
+	return writeFileAtomic(filepath.Join(r.spec.Dir, filepath.FromSlash(trialdir.Members)), buf.Bytes())
+}
 
-	var relayMembers []relay.Member
+// mintTokens opens the trial on the gateway, which mints a token per
+// agent: the secrets it is given are scrubbed from what it records, and
+// the tokens are added to them.
+func (r *run) mintTokens(minted []secret.Secret) ([]secret.Secret, error) {
 	var specs []llm.AgentSpec
 	for _, ar := range r.agents {
-		relayMembers = append(relayMembers, relay.Member{Pubkey: ar.pk, ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind)})
 		specs = append(specs, llm.AgentSpec{ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind), Pubkey: ar.pk, Endpoint: ar.Endpoint, Budget: ar.Budget, Log: optional(ar.calls), Conversation: optional(ar.conversation)})
 	}
-	// Values the task took from the host are as secret as what troupe
-	// minted.
-	for _, v := range r.spec.Task.FromHost {
-		minted = append(minted, v)
-	}
-	m := team.Manifest
+	m := r.spec.Team.Manifest
 	gspec := llm.TrialSpec{ID: r.id, Name: r.spec.Name, Channel: r.id, UserPubkey: r.userPK, Agents: specs, Prices: m.Prices, MaxCostUSD: m.TrialBudget.MaxCostUSD,
 		Lead: r.agents[0].ID, Secrets: slices.Clone(minted)}
 	if rp := r.spec.Replay; rp != nil {
@@ -118,20 +156,29 @@ func (r *run) provision() error {
 		}
 		gspec.Replay = rp.gateway(r.id, pubkeys)
 	}
-	r.gw, err = r.env.Gateway.OpenTrial(gspec)
-	if err != nil {
-		return fmt.Errorf("mint gateway tokens: %w", err)
+	var err error
+	if r.gw, err = r.env.Gateway.OpenTrial(gspec); err != nil {
+		return nil, fmt.Errorf("mint gateway tokens: %w", err)
 	}
 	for _, ar := range r.agents {
 		token := r.gw.Token(ar.ID)
 		minted = append(minted, token, secret.New(strings.ToUpper(token.Reveal())))
 	}
-	// Every secret is minted: from now on no file of the trial and no
-	// message of the channel may hold one.
-	r.armSinks(minted)
+	return minted, nil
+}
+
+// openChannel opens the trial's channel on the relay, its members the
+// agents.
+func (r *run) openChannel() error {
+	var members []relay.Member
+	for _, ar := range r.agents {
+		members = append(members, relay.Member{Pubkey: ar.pk, ID: ar.ID, Role: ar.Role, Kind: string(ar.Kind)})
+	}
+	m := r.spec.Team.Manifest
+	var err error
 	r.ch, err = r.env.Relay.OpenChannel(relay.ChannelConfig{
 		ID: r.id, Name: r.spec.Name, About: fmt.Sprintf("job=%s task=%s condition=%s manifest=%s", r.env.JobID, r.spec.Task.Name, m.Condition, m.Hash()),
-		Members: relayMembers, UserPubkey: r.userPK, UserSecretKey: r.userSK, Orchestrator: r.agents[0].pk,
+		Members: members, UserPubkey: r.userPK, UserSecretKey: r.userSK, Orchestrator: r.agents[0].pk,
 		Transcript: r.transcript, Audit: r.audit, Secrets: r.secrets,
 		// The DONE: freezes the model calls before the orchestrator hears
 		// it was accepted: no turn starts after it, and the turns in
@@ -141,10 +188,6 @@ func (r *run) provision() error {
 	})
 	if err != nil {
 		return fmt.Errorf("open the trial channel: %w", err)
-	}
-	for _, ar := range r.agents {
-		r.res.Agents = append(r.res.Agents, AgentRecord{ID: ar.ID, ClassID: ar.ClassID, Kind: string(ar.Kind), Role: ar.Role, Endpoint: ar.Endpoint, Pubkey: ar.pk, UID: ar.uid,
-			Stack: ar.stack.Name, StackDigest: ar.stack.Digest()})
 	}
 	return nil
 }

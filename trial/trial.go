@@ -289,7 +289,7 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, e
 	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("trial %s: %w", spec.Name, err)
 	}
-	logFile, err := r.openSink("trial.log", env.bounds().TrialLog)
+	logFile, err := r.openSink(trialdir.Log, env.bounds().TrialLog)
 	if err != nil {
 		return nil, fmt.Errorf("trial %s: %w", spec.Name, err)
 	}
@@ -298,8 +298,8 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, e
 	r.res.Timeouts = r.timeouts()
 	r.emit(Event{Time: r.start, Type: EventStarted, Trial: spec.Name})
 	r.log.Info("trial start", "task", spec.Task.Name, "condition", m.Condition, "attempt", spec.Attempt, "manifest_sha256", m.Hash())
-	if err := writeJSON(filepath.Join(spec.Dir, "config.json"), r.config()); err != nil {
-		r.cleanupError("write config.json", err)
+	if err := writeJSON(filepath.Join(spec.Dir, trialdir.Config), r.config()); err != nil {
+		r.cleanupError("write "+trialdir.Config, err)
 	}
 
 	reason := r.execute(ctx)

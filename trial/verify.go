@@ -22,6 +22,7 @@ import (
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/task/taskfs"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // verify runs the task's tests/test.sh in the trial's container (step 10)
@@ -54,15 +55,15 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 		return broken(ErrContainer, err, outcome.UnscoredInfra)
 	}
 	bounds := r.env.bounds()
-	if err := os.MkdirAll(filepath.Join(r.spec.Dir, "verifier"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(r.spec.Dir, trialdir.Verifier), 0o755); err != nil {
 		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
-	stdout, err := r.openSink("verifier/test-stdout.txt", bounds.VerifierOutput)
+	stdout, err := r.openSink(trialdir.VerifierStdout, bounds.VerifierOutput)
 	if err != nil {
 		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
 	defer stdout.Close()
-	stderr, err := r.openSink("verifier/test-stderr.txt", bounds.VerifierOutput)
+	stderr, err := r.openSink(trialdir.VerifierStderr, bounds.VerifierOutput)
 	if err != nil {
 		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
@@ -94,7 +95,7 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 		return broken(ErrVerifier, copyErr, outcome.VerifierError)
 	}
 	r.log.Info("verifier exited", "code", code)
-	rewards, err := readRewards(filepath.Join(r.spec.Dir, "verifier"))
+	rewards, err := readRewards(r.spec.Dir)
 	if err != nil {
 		return broken(ErrRewardFile, fmt.Errorf("%w (tests/test.sh exited %d; its output is in verifier/test-stdout.txt)", err, code), outcome.VerifierError)
 	}
@@ -178,15 +179,15 @@ func (r *run) copyLogs(ctx context.Context) error {
 		}
 		return len(skipped) > 0, nil
 	}
-	for _, d := range []string{"verifier", "artifacts"} {
-		if _, err := copyOut(path.Join("/logs", d), d, d == "artifacts"); err != nil {
+	for _, d := range []struct{ from, to string }{{verifierLogs, trialdir.Verifier}, {artifactsDir, trialdir.Artifacts}} {
+		if _, err := copyOut(d.from, d.to, d.to == trialdir.Artifacts); err != nil {
 			return err
 		}
 	}
 	if arts := r.spec.Task.Artifacts; len(arts) > 0 {
 		r.collectArtifacts(root, arts, func(src, dst string) (bool, error) { return copyOut(src, dst, true) })
 	}
-	for _, d := range []string{"verifier", "artifacts"} {
+	for _, d := range []string{trialdir.Verifier, trialdir.Artifacts} {
 		if err := scrubTree(filepath.Join(r.spec.Dir, d), r.secrets); err != nil {
 			r.cleanupError("scrub "+d, err)
 		}
@@ -210,7 +211,7 @@ type artifactRecord struct {
 func (r *run) collectArtifacts(root *os.Root, arts []task.Artifact, copyOut func(src, dst string) (bool, error)) {
 	var records []artifactRecord
 	for _, a := range arts {
-		dst := path.Join("artifacts", cmp.Or(a.Destination, path.Base(a.Source)))
+		dst := path.Join(trialdir.Artifacts, cmp.Or(a.Destination, path.Base(a.Source)))
 		rec := artifactRecord{Source: a.Source, Destination: dst, Status: "ok"}
 		partial, err := copyOut(a.Source, dst)
 		switch {
@@ -225,8 +226,8 @@ func (r *run) collectArtifacts(root *os.Root, arts []task.Artifact, copyOut func
 		records = append(records, rec)
 	}
 	data, _ := json.MarshalIndent(records, "", "  ")
-	if err := root.WriteFile("artifacts/manifest.json", append(data, '\n'), 0o644); err != nil {
-		r.cleanupError("write artifacts/manifest.json", err)
+	if err := root.WriteFile(trialdir.ArtifactsManifest, append(data, '\n'), 0o644); err != nil {
+		r.cleanupError("write "+trialdir.ArtifactsManifest, err)
 	}
 }
 
@@ -270,17 +271,18 @@ func dirSize(dir string) int64 {
 	return n
 }
 
-// readRewards reads reward.txt (one number) or reward.json (a flat object
-// of numbers), as Harbor's verifiers write them.
+// readRewards reads, in the trial folder dir, reward.txt (one number) or
+// reward.json (a flat object of numbers), as Harbor's verifiers write
+// them.
 func readRewards(dir string) (map[string]float64, error) {
-	if data, err := os.ReadFile(filepath.Join(dir, "reward.txt")); err == nil {
+	if data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(trialdir.RewardText))); err == nil {
 		v, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("reward.txt holds %q, not a number", clip.Head(string(data), 80))
 		}
 		return map[string]float64{"reward": v}, nil
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "reward.json"))
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(trialdir.RewardJSON)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errors.New("the verifier wrote neither /logs/verifier/reward.txt nor reward.json")
 	}

@@ -207,7 +207,7 @@ func printCheck(a *app, out string, res *job.Result, asJSON bool) error {
 		case tr.ExceptionInfo != nil:
 			r.Why = fmt.Sprintf("%s: %s", tr.ExceptionInfo.ExceptionType, firstLine(tr.ExceptionInfo.ExceptionMessage, 300))
 		case tr.Reward != nil:
-			r.Why = fmt.Sprintf("the solution scored %g; tests/test.sh said: %s", *tr.Reward, lastLine(filepath.Join(dir, "verifier", "test-stdout.txt")))
+			r.Why = fmt.Sprintf("the solution scored %g; tests/test.sh said: %s", *tr.Reward, lastLine(filepath.Join(dir, filepath.FromSlash(trialdir.VerifierStdout))))
 		default:
 			r.Why = string(tr.Outcome)
 		}

@@ -1,7 +1,6 @@
 package acpbridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,13 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/internal/secret"
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/member"
 	"github.com/troupebench/troupe/relay"
 )
@@ -49,24 +48,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer is a bytes.Buffer several goroutines may write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // harness is a relay with a channel whose worker is a bridge.
 type harness struct {
 	t       testing.TB
@@ -76,7 +57,7 @@ type harness struct {
 	userPK  string
 	pk      string // the bridge's
 	leadPK  string
-	logs    *syncBuffer
+	logs    *syncbuf.Buffer
 	cancel  context.CancelFunc
 	done    chan error
 	start   time.Time
@@ -114,7 +95,7 @@ func newHarness(t testing.TB, opts harnessOptions) *harness {
 			t.Errorf("close relay: %v", err)
 		}
 	})
-	h := &harness{t: t, logs: &syncBuffer{}, done: make(chan error, 1), start: time.Now()}
+	h := &harness{t: t, logs: &syncbuf.Buffer{}, done: make(chan error, 1), start: time.Now()}
 	userSK := nostr.GeneratePrivateKey()
 	h.userPK, _ = nostr.GetPublicKey(userSK)
 	sk := nostr.GeneratePrivateKey()

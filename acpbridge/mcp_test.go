@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/member"
 )
 
@@ -164,7 +165,7 @@ func TestSocketRefusesOtherUIDs(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := &socketServer{srv: newTeamTools(&fakeChannel{}, "test", func(*nostr.Event) {}, nil, slog.New(slog.DiscardHandler)), dir: open(),
 		log: slog.New(slog.NewJSONHandler(&logs, nil))}
 	if err := s.Open(t.Context()); err != nil {
@@ -201,7 +202,7 @@ func TestForeignProcessesAreMarked(t *testing.T) {
 		{Pubkey: pk("a"), ID: "lead-1", Role: "lead", Kind: "orchestrator"},
 		{Pubkey: pk("b"), ID: "worker-1", Role: "implementer", Kind: "worker"},
 	}}}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := &socketServer{dir: t.TempDir(), log: slog.New(slog.NewJSONHandler(&logs, nil))}
 	s.srv = newTeamTools(ch, "test", func(*nostr.Event) {}, s.stranger, s.log)
 	if err := s.Open(t.Context()); err != nil {

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -23,6 +22,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/internal/secret"
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/relay"
@@ -95,24 +95,6 @@ func copyFile(from, to string, mode os.FileMode) error {
 	return out.Close()
 }
 
-// syncBuffer is a bytes.Buffer several goroutines may write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // teamMember describes one agent of a test team.
 type teamMember struct {
 	id, role, kind string
@@ -129,7 +111,7 @@ var (
 type proc struct {
 	id, pk string
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	exited chan struct{}
 	err    error // the process's exit, once exited is closed
 	at     time.Time
@@ -154,7 +136,7 @@ type harness struct {
 	ch      *relay.Channel
 	workdir string
 	agents  map[string]*proc
-	trans   *syncBuffer
+	trans   *syncbuf.Buffer
 	start   time.Time
 	proxy   *tcpProxy // between the agents and the relay, with opts.proxy
 }
@@ -178,7 +160,7 @@ type harnessOptions struct {
 func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harness {
 	t.Helper()
 	ctx := t.Context()
-	h := &harness{t: t, agents: map[string]*proc{}, trans: &syncBuffer{}, start: time.Now()}
+	h := &harness{t: t, agents: map[string]*proc{}, trans: &syncbuf.Buffer{}, start: time.Now()}
 	if opts.deadline == 0 {
 		opts.deadline = time.Minute
 	}
@@ -329,7 +311,7 @@ func (h *harness) spawn(id, sk string, env map[string]string) {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &proc{id: id, pk: pk, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{id: id, pk: pk, cmd: cmd, logs: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr, cmd.Stdout = p.logs, p.logs
 	if childUID >= 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(childUID), Gid: uint32(childUID)}}

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/internal/syncbuf"
 )
 
 // Tags are stored with the content: they have limits too.
@@ -110,7 +110,7 @@ func TestFilterLimits(t *testing.T) {
 // oldest of them make room, and the audit log says so), and a relay full of
 // authenticated connections refuses with its reason.
 func TestUnauthenticatedConnectionsGiveWay(t *testing.T) {
-	var audit syncBuf
+	var audit syncbuf.Buffer
 	tr := newTrial(t, 1, func(r *Relay) { r.maxConns, r.maxUnauth, r.Audit = 8, 6, &audit })
 	var idle []*websocket.Conn
 	for range 8 {
@@ -154,21 +154,4 @@ func unauthenticated(r *Relay) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.unauth)
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,17 +1,16 @@
 package trial
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/inside"
 )
@@ -124,7 +123,7 @@ func (r *run) healthcheck(ctx context.Context) error {
 // probe runs a shell command in the container as its default user, in the
 // working folder, within limit; it returns the exit code and the output.
 func (r *run) probe(ctx context.Context, command string, limit time.Duration) (int, string, error) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	p, err := r.container.Exec(ctx, runtime.ExecSpec{
 		Cmd: []string{"/bin/sh", "-c", command}, Env: proxyEnv(r.agentNet()), WorkDir: r.workdir, Stdout: &out, Stderr: &out,
 	})
@@ -139,22 +138,4 @@ func (r *run) probe(ctx context.Context, command string, limit time.Duration) (i
 		return -1, out.String(), fmt.Errorf("did not finish within %s", limit)
 	}
 	return code, out.String(), err
-}
-
-// lockedBuffer is a buffer both of an exec's output streams may write to.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

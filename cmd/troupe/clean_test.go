@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
 	"github.com/troupebench/troupe/runtime/staticbin"
@@ -91,7 +92,7 @@ func TestRunKilledUnderLoad(t *testing.T) {
 	stressCPU(t, 4*goruntime.NumCPU())
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = "../.."
-	var output syncBuffer
+	var output syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func TestRunStopsWithGoRun(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "gorun-job")
 	cmd := exec.Command(gocmd, bin, "run", "--config", config, "trial/testdata/manifests/slow.yaml", "--tasks", "examples/tasks/hello-world", "-k", "8", "-n", "2", "--out", out)
 	cmd.Dir = "../.."
-	var output syncBuffer
+	var output syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/internal/syncbuf"
 	troupejob "github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
@@ -192,7 +193,7 @@ func TestRunInterruptAndResume(t *testing.T) {
 	args := []string{"run", "--config", config, "trial/testdata/manifests/slow.yaml", "--tasks", "examples/tasks/hello-world", "-k", "8", "-n", "4", "--out", out, "--json"}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = "../.."
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

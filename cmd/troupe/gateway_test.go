@@ -11,6 +11,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/troupebench/troupe/internal/syncbuf"
 )
 
 func TestGatewayCommand(t *testing.T) {
@@ -18,7 +19,7 @@ func TestGatewayCommand(t *testing.T) {
 	write(t, filepath.Join(dir, "troupe.yaml"), "endpoints:\n  local: {api: openai, base_url: 'http://127.0.0.1:9/v1'}\n")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"gateway", "--addr", "127.0.0.1:0"}, out, out) }()
 	token := regexp.MustCompile(`mock/hello-solo\s+solo-1\s+(tg-[0-9a-f]+)`)

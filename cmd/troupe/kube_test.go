@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/kubernetes"
@@ -126,7 +127,7 @@ func TestKubernetesKillAndClean(t *testing.T) {
 	cmd := exec.Command(bin, "run", "--config", config, "trial/testdata/manifests/slow.yaml", "--tasks", "examples/tasks/hello-world",
 		"-k", "8", "-n", "4", "--runtime", "kubernetes", "--out", out)
 	cmd.Dir = "../.."
-	var output syncBuffer
+	var output syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip19"
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/relay"
 )
 
@@ -27,7 +28,7 @@ func TestRelayCommand(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"relay", "--addr", "127.0.0.1:0", "--channel", "dev", "--member", npub, "--transcript", transcript}, out, out)
@@ -105,24 +106,6 @@ func TestRelayCommand(t *testing.T) {
 			t.Errorf("%v: exit %d %s", tt.args, code, errOut)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestParseMember(t *testing.T) {

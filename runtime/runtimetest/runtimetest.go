@@ -4,7 +4,6 @@
 package runtimetest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/staticbin"
 )
@@ -100,9 +100,8 @@ func created(t testing.TB, rt Backend, cfg Config, spec runtime.ContainerSpec) r
 // and exit code.
 func Exec(t testing.TB, c runtime.Container, spec runtime.ExecSpec) (string, int, error) {
 	t.Helper()
-	var out bytes.Buffer
-	w := &lockedBuffer{b: &out}
-	spec.Stdout, spec.Stderr = w, w
+	var out syncbuf.Buffer
+	spec.Stdout, spec.Stderr = &out, &out
 	p, err := c.Exec(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +110,7 @@ func Exec(t testing.TB, c runtime.Container, spec runtime.ExecSpec) (string, int
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	code, err := p.Wait(ctx)
-	return w.String(), code, err
+	return out.String(), code, err
 }
 
 func sh(t testing.TB, c runtime.Container, script string) string {
@@ -200,8 +199,7 @@ func execs(t *testing.T, rt Backend, cfg Config) {
 	// Output arrives while the process runs, not when it ends.
 	first := make(chan struct{})
 	var once sync.Once
-	var out lockedBuffer
-	out.b = &bytes.Buffer{}
+	var out syncbuf.Buffer
 	p, err := c.Exec(context.Background(), runtime.ExecSpec{
 		Cmd:    []string{"sh", "-c", "echo first; sleep 3; echo second >&2"},
 		Stdout: writerFunc(func(b []byte) (int, error) { once.Do(func() { close(first) }); return out.Write(b) }),
@@ -225,8 +223,7 @@ func execs(t *testing.T, rt Backend, cfg Config) {
 		t.Errorf("streamed exec: %d %v %q", code, err, out.String())
 	}
 	// Standard input, closed to send end-of-file.
-	var echoed lockedBuffer
-	echoed.b = &bytes.Buffer{}
+	var echoed syncbuf.Buffer
 	p, err = c.Exec(context.Background(), runtime.ExecSpec{Cmd: []string{"cat"}, Stdin: true, Stdout: &echoed})
 	if err != nil {
 		t.Fatal(err)
@@ -238,17 +235,17 @@ func execs(t *testing.T, rt Backend, cfg Config) {
 		t.Errorf("stdin: %d %v %q", code, err, echoed.String())
 	}
 	// An environment, a user, a folder and standard input together.
-	echoed.b.Reset()
+	var all syncbuf.Buffer
 	p, err = c.Exec(context.Background(), runtime.ExecSpec{Cmd: []string{"sh", "-c", `echo "$A $B $(id -u) $(pwd)"; cat`},
-		Env: []string{"A=a value", "B=x=y"}, User: "1234", WorkDir: "/tmp", Stdin: true, Stdout: &echoed})
+		Env: []string{"A=a value", "B=x=y"}, User: "1234", WorkDir: "/tmp", Stdin: true, Stdout: &all})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	io.WriteString(p.Stdin(), "and input")
 	p.Stdin().Close()
-	if code, err := p.Wait(context.Background()); code != 0 || err != nil || echoed.String() != "a value x=y 1234 /tmp\nand input" {
-		t.Errorf("env, user, folder and stdin: %d %v %q", code, err, echoed.String())
+	if code, err := p.Wait(context.Background()); code != 0 || err != nil || all.String() != "a value x=y 1234 /tmp\nand input" {
+		t.Errorf("env, user, folder and stdin: %d %v %q", code, err, all.String())
 	}
 }
 
@@ -367,23 +364,6 @@ func copyOut(t *testing.T, rt Backend, cfg Config) {
 	if len(copied) != 1 || len(skipped) != 1 || !strings.Contains(skipped[0], "over the copy-out limit") {
 		t.Errorf("with a 4000-byte limit, two 3000-byte files: copied %v, skipped %v", copied, skipped)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 type writerFunc func([]byte) (int, error)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // item is one message of a request, whatever its wire format: role is
@@ -33,14 +33,14 @@ type request struct {
 // parseRequest reads a recorded request's messages in its format: chat
 // completions' messages, Anthropic's system and messages, the Responses
 // API's instructions and input.
-func parseRequest(c llm.Call) request {
+func parseRequest(c modelcall.Call) request {
 	var req map[string]json.RawMessage
 	if json.Unmarshal(c.Request, &req) != nil {
 		return request{}
 	}
 	r := request{tools: req["tools"]}
 	switch c.API {
-	case llm.Anthropic:
+	case modelcall.Anthropic:
 		if sys := req["system"]; len(sys) > 0 && string(sys) != "null" {
 			r.items = append(r.items, item{role: SourceSystem, text: text(sys), key: "system:" + string(sys)})
 		}
@@ -81,7 +81,7 @@ func parseRequest(c llm.Call) request {
 				r.items = append(r.items, it)
 			}
 		}
-	case llm.OpenAIResponses:
+	case modelcall.OpenAIResponses:
 		if ins := req["instructions"]; len(ins) > 0 && string(ins) != "null" {
 			r.items = append(r.items, item{role: SourceSystem, text: text(ins), key: "system:" + string(ins)})
 		}

@@ -12,7 +12,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trialdir"
 )
@@ -47,14 +47,14 @@ var ErrNotTrial = errors.New("not a trial folder: no result.json or relay/member
 // relay/members.json while the trial has no result), each agent's
 // conversation record and call log, and the channel's transcript.
 func Trial(dir string) (Export, error) {
-	return TrialLimits(dir, llm.RecordLimits{})
+	return TrialLimits(dir, modelcall.RecordLimits{})
 }
 
 // TrialLimits is Trial reading each conversation record within lim: a
 // record is read a call at a time, and a call or a record that would
 // expand past lim fails the export with the record's name
-// (*llm.ExpansionError).
-func TrialLimits(dir string, lim llm.RecordLimits) (Export, error) {
+// (*modelcall.ExpansionError).
+func TrialLimits(dir string, lim modelcall.RecordLimits) (Export, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return Export{}, err
@@ -208,7 +208,7 @@ func readJSON(root *os.Root, name string, v any) error {
 
 // readRecord builds an agent's trajectory from its conversation record,
 // a call at a time.
-func readRecord(root *os.Root, name string, lim llm.RecordLimits, meter func(llm.Call) (llm.Record, bool)) (*builder, int, error) {
+func readRecord(root *os.Root, name string, lim modelcall.RecordLimits, meter func(modelcall.Call) (modelcall.Record, bool)) (*builder, int, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return nil, 0, err
@@ -218,9 +218,9 @@ func readRecord(root *os.Root, name string, lim llm.RecordLimits, meter func(llm
 	if err != nil {
 		return nil, 0, err
 	}
-	rr := llm.NewRecordReader(zr, lim)
+	rr := modelcall.NewRecordReader(zr, lim)
 	b := newBuilder()
-	if err := rr.Each(func(c llm.Call) { b.call(c, meter) }); err != nil {
+	if err := rr.Each(func(c modelcall.Call) { b.call(c, meter) }); err != nil {
 		return nil, rr.Missing(), err
 	}
 	return b, rr.Missing(), nil
@@ -228,17 +228,17 @@ func readRecord(root *os.Root, name string, lim llm.RecordLimits, meter func(llm
 
 // readMeter reads an agent's call log and finds a recorded call's line in
 // it: both are stamped with the call's start.
-func readMeter(root *os.Root, name string) (func(llm.Call) (llm.Record, bool), error) {
+func readMeter(root *os.Root, name string) (func(modelcall.Call) (modelcall.Record, bool), error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	byStart := map[int64][]llm.Record{}
+	byStart := map[int64][]modelcall.Record{}
 	sc := bufio.NewScanner(io.LimitReader(f, maxLogRead))
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
-		var r llm.Record
+		var r modelcall.Record
 		if json.Unmarshal(sc.Bytes(), &r) == nil && !r.Time.IsZero() {
 			k := r.Time.UnixNano()
 			byStart[k] = append(byStart[k], r)
@@ -247,10 +247,10 @@ func readMeter(root *os.Root, name string) (func(llm.Call) (llm.Record, bool), e
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	return func(c llm.Call) (llm.Record, bool) {
+	return func(c modelcall.Call) (modelcall.Record, bool) {
 		rs := byStart[c.Time.UnixNano()]
 		if len(rs) == 0 {
-			return llm.Record{}, false
+			return modelcall.Record{}, false
 		}
 		byStart[c.Time.UnixNano()] = rs[1:]
 		return rs[0], true

@@ -7,24 +7,13 @@ import (
 	"strings"
 
 	"github.com/troupebench/troupe/internal/yaml11"
+	"github.com/troupebench/troupe/modelcall"
 )
 
-// API is the wire format an endpoint speaks.
-type API string
-
-// The wire formats troupe's gateway speaks. Mock plays a scripted scenario,
-// so trials run offline and deterministically.
-const (
-	OpenAI    API = "openai"
-	Anthropic API = "anthropic"
-	Mock      API = "mock"
-)
-
-// OpenAIResponses is the wire format of a call to /v1/responses, OpenAI's
-// Responses API (Codex speaks it). It is a call's API, as records name it,
-// never an endpoint's: an openai endpoint forwards it to its upstream's
-// /v1/responses, a mock answers it, an anthropic endpoint refuses it.
-const OpenAIResponses API = "openai-responses"
+// Mock is the wire format of an endpoint that plays a scripted scenario
+// (a Scenario), so trials run offline and deterministically. It is an
+// endpoint's, never a call's: a mock answers calls in every format.
+const Mock modelcall.API = "mock"
 
 // MockPrefix marks an endpoint name that needs no configuration: mock/<name>
 // plays the scenario called <name>.
@@ -35,7 +24,7 @@ const MockPrefix = "mock/"
 // read by the gateway when it starts.
 type Endpoint struct {
 	Name string
-	API  API
+	API  modelcall.API
 	// BaseURL is the upstream's URL (openai, anthropic); empty for mock.
 	BaseURL string
 	// APIKeyEnv names the variable holding the key; empty sends no key (a
@@ -88,9 +77,9 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 	ok := d.Struct(n, path, []yaml11.Field{
 		{Name: "api", Required: true, Decode: func(n *yaml11.Node, path string) {
 			s, ok := d.String(n, path)
-			switch API(s) {
-			case OpenAI, Anthropic, Mock:
-				ep.API = API(s)
+			switch modelcall.API(s) {
+			case modelcall.OpenAI, modelcall.Anthropic, Mock:
+				ep.API = modelcall.API(s)
 			default:
 				if ok {
 					d.Errorf(n, path, "must be openai, anthropic or mock; found %q", s)
@@ -147,7 +136,7 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 		return ep, false
 	}
 	switch ep.API {
-	case OpenAI, Anthropic:
+	case modelcall.OpenAI, modelcall.Anthropic:
 		if baseURL == nil {
 			d.Errorf(n, path, "an %s endpoint needs base_url", ep.API)
 		}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/secret"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // ContainerURL is where agents inside a trial container reach the gateway,
@@ -243,7 +244,7 @@ func (g *Gateway) endpoint(name string) (Endpoint, bool) { return g.Endpoints.Lo
 // call is one request in flight, carried through the proxy in its context.
 type call struct {
 	st  *agentState
-	api API
+	api modelcall.API
 	// ctx is the call's own: it outlives an agent that hangs up or a trial
 	// that closes only while that can still bring a usage figure (see end).
 	ctx      context.Context
@@ -267,7 +268,7 @@ type call struct {
 	firstByte  time.Time
 	status     int
 	retryAfter string
-	usage      Usage
+	usage      modelcall.Usage
 	usageSeen  bool
 	complete   bool
 	errClass   string
@@ -276,7 +277,7 @@ type call struct {
 	cutAfter   int
 	settled    bool
 	// asked is what the request asked beside its messages.
-	asked *Asked
+	asked *modelcall.Asked
 	// request and answer are the call whole, for the agent's conversation
 	// record (nil and empty when it keeps none).
 	request       []byte
@@ -288,7 +289,7 @@ type call struct {
 	countTokens bool
 	// replayed is the recorded call a replay answers this one with; live
 	// marks a replay's call sent to the endpoint after a divergence.
-	replayed *Call
+	replayed *modelcall.Call
 	live     bool
 }
 
@@ -304,7 +305,7 @@ var (
 
 // newCall starts a call of agent st. Its context keeps the agent request's
 // values but not its cancellation, which end decides.
-func newCall(st *agentState, api API, r *http.Request, now time.Time) *call {
+func newCall(st *agentState, api modelcall.API, r *http.Request, now time.Time) *call {
 	c := &call{st: st, api: api, start: now, mock: st.endpoint.API == Mock}
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	c.ctx, c.cancel = context.WithValue(ctx, callKey{}, c), cancel
@@ -347,16 +348,16 @@ func (c *call) release() {
 // (Trial.Freeze): 410 with error type trial_ended, which neither official
 // SDK retries, nor the reference agent.
 func (c *call) refuseEnded(w http.ResponseWriter) {
-	c.status, c.errClass = http.StatusGone, ClassTrialEnded
+	c.status, c.errClass = http.StatusGone, modelcall.ClassTrialEnded
 	c.errMsg = "the trial has ended: troupe's gateway takes no more calls for it"
 	w.Header().Set("X-Should-Retry", "false")
-	writeError(w, c.api, c.status, ClassTrialEnded, c.errMsg)
+	writeError(w, c.api, c.status, modelcall.ClassTrialEnded, c.errMsg)
 }
 
 // gone records a call ended before it was forwarded or answered, and
 // tells the agent why, in case it is still there (its trial ended).
 func (c *call) gone(w http.ResponseWriter, where string) {
-	c.status, c.errClass = http.StatusBadGateway, ClassDisconnect
+	c.status, c.errClass = http.StatusBadGateway, modelcall.ClassDisconnect
 	c.errMsg = fmt.Sprintf("%v %s", context.Cause(c.ctx), where)
 	writeError(w, c.api, c.status, "api_error", c.errMsg)
 }
@@ -364,22 +365,22 @@ func (c *call) gone(w http.ResponseWriter, where string) {
 // ServeHTTP answers /v1/chat/completions, /v1/responses, /v1/messages,
 // /v1/messages/count_tokens and /v1/models.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var api API
+	var api modelcall.API
 	countTokens := false
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
-		api = OpenAI
+		api = modelcall.OpenAI
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
-		api = OpenAIResponses
+		api = modelcall.OpenAIResponses
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
-		api = Anthropic
+		api = modelcall.Anthropic
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens":
-		api, countTokens = Anthropic, true
+		api, countTokens = modelcall.Anthropic, true
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
 		g.serveModels(w, r)
 		return
 	default:
-		writeError(w, OpenAI, http.StatusNotFound, "not_found", "troupe's gateway serves POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models")
+		writeError(w, modelcall.OpenAI, http.StatusNotFound, "not_found", "troupe's gateway serves POST /v1/chat/completions, POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models")
 		return
 	}
 	st := g.grant(r)
@@ -403,13 +404,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	ep := st.endpoint
 	refuse := func(status int, msg string) {
-		c.status, c.errClass, c.errMsg = status, ClassBadRequest, msg
+		c.status, c.errClass, c.errMsg = status, modelcall.ClassBadRequest, msg
 		writeError(w, api, status, "invalid_request_error", msg)
 	}
 	if !speaks(ep.API, api) {
-		path := map[API]string{OpenAI: "/v1/chat/completions", Anthropic: "/v1/messages"}[ep.API]
+		path := map[modelcall.API]string{modelcall.OpenAI: "/v1/chat/completions", modelcall.Anthropic: "/v1/messages"}[ep.API]
 		msg := fmt.Sprintf("endpoint %s speaks the %s API; call %s", ep.Name, ep.API, path)
-		if api == OpenAIResponses {
+		if api == modelcall.OpenAIResponses {
 			msg = fmt.Sprintf("endpoint %s does not speak OpenAI's Responses API (/v1/responses): it speaks the %s API; call %s", ep.Name, ep.API, path)
 		}
 		refuse(http.StatusBadRequest, msg)
@@ -425,11 +426,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case isTimeout(err):
 		// The rest of the body is not waited for: the connection closes.
 		w.Header().Set("Connection", "close")
-		c.status, c.errClass, c.errMsg = http.StatusRequestTimeout, ClassDisconnect, fmt.Sprintf("%sthe body did not arrive within %s", errRequestCut, g.BodyTimeout)
+		c.status, c.errClass, c.errMsg = http.StatusRequestTimeout, modelcall.ClassDisconnect, fmt.Sprintf("%sthe body did not arrive within %s", modelcall.RequestCut, g.BodyTimeout)
 		writeError(w, api, http.StatusRequestTimeout, "invalid_request_error", c.errMsg)
 		return
 	case err != nil:
-		c.errClass, c.errMsg = ClassDisconnect, errRequestCut+err.Error()
+		c.errClass, c.errMsg = modelcall.ClassDisconnect, modelcall.RequestCut+err.Error()
 		return
 	}
 	rc.SetReadDeadline(time.Time{}) // the answer may take longer; a hang-up still ends it
@@ -459,11 +460,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.admitted = refusal == nil
 	if refusal != nil {
-		c.status, c.errClass, c.errMsg = http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error()
+		c.status, c.errClass, c.errMsg = http.StatusTooManyRequests, modelcall.ClassBudgetExhausted, refusal.Error()
 		// A spent budget stays spent: both official SDKs would otherwise
 		// retry a 429, to be refused again.
 		w.Header().Set("X-Should-Retry", "false")
-		writeError(w, api, http.StatusTooManyRequests, ClassBudgetExhausted, refusal.Error())
+		writeError(w, api, http.StatusTooManyRequests, modelcall.ClassBudgetExhausted, refusal.Error())
 		return
 	}
 	if f := g.takeFault(st); f != nil && c.replayed == nil { // a replayed call had its faults
@@ -487,8 +488,8 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, c *call, body 
 // speaks says whether an endpoint answers calls in a wire format: a mock
 // answers every one, an openai upstream chat completions and the Responses
 // API, an anthropic upstream messages.
-func speaks(endpoint, call API) bool {
-	return endpoint == Mock || endpoint == call || (endpoint == OpenAI && call == OpenAIResponses)
+func speaks(endpoint, call modelcall.API) bool {
+	return endpoint == Mock || endpoint == call || (endpoint == modelcall.OpenAI && call == modelcall.OpenAIResponses)
 }
 
 const unknownToken = "unknown or revoked troupe gateway token; use the token troupe gave this agent"
@@ -496,20 +497,21 @@ const unknownToken = "unknown or revoked troupe gateway token; use the token tro
 // rewriteBody replaces the model with the endpoint's, so an agent cannot
 // choose another, and asks OpenAI streams to report usage. (A Responses
 // stream always reports it, and would refuse stream_options.include_usage.)
-func rewriteBody(api API, body []byte, model string) ([]byte, bool, *Asked, error) {
-	var req map[string]json.RawMessage
-	if err := json.Unmarshal(body, &req); err != nil {
+func rewriteBody(api modelcall.API, body []byte, model string) ([]byte, bool, *modelcall.Asked, error) {
+	r, err := modelcall.ParseRequest(api, body)
+	if err != nil {
 		return nil, false, nil, fmt.Errorf("request body is not a JSON object: %v", err)
 	}
-	if api == OpenAIResponses {
-		if err := checkResponsesRequest(req); err != nil {
-			return nil, false, nil, err
-		}
+	if api == modelcall.OpenAIResponses && r.Background() {
+		// Not meterable: a background response answers at once and bills
+		// later, out of the gateway's sight.
+		return nil, false, nil, errors.New("background responses are not served: troupe's gateway meters a call by its answer, and a background response answers later; leave background unset")
 	}
-	asked := askedOf(api, req)
+	asked := r.Asked()
+	req := r.Fields
 	req["model"], _ = json.Marshal(model)
-	stream := bytes.Equal(bytes.TrimSpace(req["stream"]), []byte("true"))
-	if stream && api == OpenAI {
+	stream := r.Stream()
+	if stream && api == modelcall.OpenAI {
 		var opts map[string]json.RawMessage
 		if raw, ok := req["stream_options"]; !ok || json.Unmarshal(raw, &opts) != nil || opts == nil {
 			opts = map[string]json.RawMessage{} // absent, null or not an object
@@ -539,9 +541,9 @@ func (g *Gateway) grant(r *http.Request) *agentState {
 // serveModels lists the one model the agent may use, in the shape of the
 // API its client speaks.
 func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
-	api := OpenAI
+	api := modelcall.OpenAI
 	if r.Header.Get("anthropic-version") != "" {
-		api = Anthropic
+		api = modelcall.Anthropic
 	}
 	st := g.grant(r)
 	if st == nil {
@@ -550,7 +552,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	}
 	name := st.spec.Endpoint
 	var body any = map[string]any{"object": "list", "data": []any{map[string]any{"id": name, "object": "model", "created": 0, "owned_by": "troupe"}}}
-	if api == Anthropic {
+	if api == modelcall.Anthropic {
 		body = map[string]any{"data": []any{map[string]any{"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}}, "has_more": false, "first_id": name, "last_id": name}
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -577,10 +579,10 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		base = "http://mock.invalid"
 	}
 	path := "/chat/completions"
-	if c.api == OpenAIResponses {
+	if c.api == modelcall.OpenAIResponses {
 		path = "/responses"
 	}
-	if c.api == Anthropic {
+	if c.api == modelcall.Anthropic {
 		path = "/v1/messages"
 		if c.countTokens {
 			path = "/v1/messages/count_tokens"
@@ -589,13 +591,13 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 			h.Set("anthropic-version", "2023-06-01")
 		}
 	}
-	if ep.API == Mock && c.api != Anthropic {
+	if ep.API == Mock && c.api != modelcall.Anthropic {
 		path = "/v1" + path
 	}
 	u, _ := url.Parse(base + path)
 	pr.Out.URL, pr.Out.Host = u, ""
 	if key, ok := g.keys[ep.Name]; ok { // the one place the key is revealed
-		if c.api == Anthropic {
+		if c.api == modelcall.Anthropic {
 			h.Set("X-Api-Key", key.Reveal())
 		} else {
 			h.Set("Authorization", "Bearer "+key.Reveal())
@@ -656,14 +658,14 @@ func (g *Gateway) meterResponse(resp *http.Response) error {
 	}
 	data, err := io.ReadAll(io.LimitReader(br, maxCapture+1))
 	if err != nil {
-		c.errClass, c.errMsg = ClassDisconnect, "reading the upstream's answer: "+err.Error()
+		c.errClass, c.errMsg = modelcall.ClassDisconnect, "reading the upstream's answer: "+err.Error()
 		return err
 	}
 	if len(data) > maxCapture {
 		m.pending, m.rest = data, true // too big to hold: it passes through
 		return nil
 	}
-	if u, ok := responseUsage(c.api, data); ok {
+	if u, ok := modelcall.ResponseUsage(c.api, data); ok {
 		c.usage, c.usageSeen = u, true
 	}
 	if (c.status == http.StatusUnauthorized || c.status == http.StatusForbidden) && c.st.endpoint.API != Mock {
@@ -728,16 +730,16 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	status, typ := http.StatusBadGateway, "api_error"
 	switch cause := context.Cause(c.ctx); {
 	case cause != nil: // the agent hung up, or the trial ended
-		c.errClass = ClassDisconnect
+		c.errClass = modelcall.ClassDisconnect
 		c.errMsg = fmt.Sprintf("%v before the upstream answered", cause)
 		if c.answered.Load() {
 			c.errMsg = fmt.Sprintf("%v while the upstream's answer was read", cause)
 		}
 		c.errMsg = string(scrub.Scrub([]byte(c.errMsg)))
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		c.errClass, status, typ = ClassTimeout, http.StatusGatewayTimeout, "timeout_error"
+		c.errClass, status, typ = modelcall.ClassTimeout, http.StatusGatewayTimeout, "timeout_error"
 	default:
-		c.errClass = ClassUnreachable
+		c.errClass = modelcall.ClassUnreachable
 	}
 	c.status = status
 	writeError(w, c.api, status, typ, fmt.Sprintf("upstream of endpoint %s: %s", c.st.endpoint.Name, c.errMsg))
@@ -762,7 +764,7 @@ func (g *Gateway) finish(c *call) {
 		g.Logger.Debug("count_tokens", "trial", st.trial.spec.ID, "agent", st.spec.ID, "endpoint", st.endpoint.Name, "status", c.status, "error", c.errMsg)
 		return
 	}
-	if c.errClass == ClassTrialEnded {
+	if c.errClass == modelcall.ClassTrialEnded {
 		// After the trial's end decision: no part of the trial, in no
 		// file of it. Whether its agent asks it before it is swept is a
 		// matter of timing, and the trial's figures are not: the
@@ -771,7 +773,7 @@ func (g *Gateway) finish(c *call) {
 		return
 	}
 	end := g.Now()
-	r := Record{
+	r := modelcall.Record{
 		Time: c.start.UTC(), Trial: st.trial.spec.ID, Agent: st.spec.ID, Endpoint: st.endpoint.Name,
 		Model: st.endpoint.Model, API: c.api, Stream: c.stream, Status: c.status,
 		LatencyMS: ms(end.Sub(c.start)), ErrorClass: c.errClass, Error: c.errMsg, RetryAfter: c.retryAfter, Fault: c.fault,
@@ -781,17 +783,17 @@ func (g *Gateway) finish(c *call) {
 		r.TTFBMS = ms(c.firstByte.Sub(c.start))
 	}
 	if c.status < 400 && c.errClass == "" && !c.complete {
-		r.ErrorClass, r.Error = ClassDisconnect, "the response ended before it was complete"
+		r.ErrorClass, r.Error = modelcall.ClassDisconnect, "the response ended before it was complete"
 		if cause := context.Cause(c.ctx); cause != nil {
 			r.Error = cause.Error() + " before the answer was complete"
 		}
 	}
-	if c.usageSeen || c.usage != (Usage{}) { // a stream's usage is read event by event
+	if c.usageSeen || c.usage != (modelcall.Usage{}) { // a stream's usage is read event by event
 		cost, cached, source := Cost(c.usage, st.price)
 		r.InputTokens, r.CachedTokens, r.OutputTokens, r.CostUSD, r.CachedSource = c.usage.Input, cached, c.usage.Output, cost, source
 		r.ReasoningTokens = c.usage.Reasoning
 	}
-	if r.ErrorClass == ClassBudgetExhausted {
+	if r.ErrorClass == modelcall.ClassBudgetExhausted {
 		r.Status = http.StatusTooManyRequests
 	}
 	st.settle(r)
@@ -840,12 +842,12 @@ func (m *meter) Read(p []byte) (int, error) {
 	}
 	if len(m.pending) == 0 {
 		if m.c.cutAfter > 0 && m.events >= m.c.cutAfter {
-			m.c.errClass, m.c.errMsg = ClassDisconnect, errStreamCut.Error()
+			m.c.errClass, m.c.errMsg = modelcall.ClassDisconnect, errStreamCut.Error()
 			return 0, errStreamCut
 		}
 		event, err := m.readEvent()
 		if len(event) == 0 {
-			if errors.Is(err, io.EOF) && !m.c.complete && m.c.usage != (Usage{}) {
+			if errors.Is(err, io.EOF) && !m.c.complete && m.c.usage != (modelcall.Usage{}) {
 				// Some OpenAI-compatible servers end with the usage event
 				// and no [DONE]: that is complete too.
 				m.c.complete = true
@@ -856,7 +858,7 @@ func (m *meter) Read(p []byte) (int, error) {
 		m.events++
 		event = m.scrub.Scrub(event)
 		m.c.keepAnswer(event)
-		done, errMsg := inspectEvent(m.c.api, event, &m.c.usage)
+		done, errMsg := modelcall.InspectEvent(m.c.api, event, &m.c.usage)
 		if errMsg != "" {
 			m.c.errMsg = errMsg
 			if m.c.errClass == "" {
@@ -919,7 +921,7 @@ func (m *meter) Close() error {
 		for {
 			event, err := m.readEvent()
 			if len(event) > 0 {
-				if done, _ := inspectEvent(m.c.api, event, &m.c.usage); done {
+				if done, _ := modelcall.InspectEvent(m.c.api, event, &m.c.usage); done {
 					break
 				}
 			}
@@ -927,7 +929,7 @@ func (m *meter) Close() error {
 				break
 			}
 		}
-		m.c.errClass, m.c.errMsg = ClassDisconnect, "the agent hung up before the answer was complete"
+		m.c.errClass, m.c.errMsg = modelcall.ClassDisconnect, "the agent hung up before the answer was complete"
 		if cause := context.Cause(m.c.ctx); cause != nil {
 			m.c.errMsg = cause.Error() + " before the answer was complete"
 		}
@@ -965,9 +967,9 @@ func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 func classifyStreamError(msg string) string {
 	switch {
 	case strings.Contains(msg, "overloaded"):
-		return ClassOverloaded
+		return modelcall.ClassOverloaded
 	case strings.Contains(msg, "rate_limit"):
-		return ClassRateLimit
+		return modelcall.ClassRateLimit
 	}
-	return ClassUpstream5xx
+	return modelcall.ClassUpstream5xx
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // AgentSpec is one agent as the gateway sees it.
@@ -116,7 +117,7 @@ type Trial struct {
 	mu        sync.Mutex
 	agents    map[string]*agentState   // by agent id
 	tokens    map[string]secret.Secret // agent id -> token
-	total     Totals
+	total     modelcall.Totals
 	exhausted *Exhaustion
 	events    chan Exhaustion
 	// frozen is set once, by Freeze or by the lead's or the trial's spent
@@ -140,9 +141,9 @@ type agentState struct {
 	script   *scriptCursor // mock endpoints only
 
 	// guarded by trial.mu
-	totals    Totals
+	totals    modelcall.Totals
 	exhausted *Exhaustion
-	conv      *conversation
+	conv      *modelcall.RecordWriter
 	replay    *replayCursor // nil when the trial is no replay
 	// midTurn: the agent's last answer asked for tools, so its turn goes
 	// on with the call that brings their results.
@@ -308,13 +309,13 @@ func (st *agentState) continues() bool {
 func (st *agentState) endOfAnswer(c *call) {
 	asked := false
 	if c.status > 0 && c.status < 400 && c.complete && c.answerOmitted == 0 {
-		a := Call{API: c.api, Stream: c.stream, Status: c.status}
+		a := modelcall.Call{API: c.api, Stream: c.stream, Status: c.status}
 		if c.stream {
 			a.AnswerText = c.answer.String()
 		} else {
 			a.Answer = c.answer.Bytes()
 		}
-		asked = len(AnswerOf(a).ToolCalls) > 0
+		asked = len(modelcall.AnswerOf(a).ToolCalls) > 0
 	}
 	st.trial.mu.Lock()
 	st.midTurn = asked
@@ -390,10 +391,10 @@ func (t *Trial) Settle(ctx context.Context) int {
 }
 
 // Usage returns the running totals per agent and for the whole trial.
-func (t *Trial) Usage() (perAgent map[string]Totals, total Totals) {
+func (t *Trial) Usage() (perAgent map[string]modelcall.Totals, total modelcall.Totals) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	perAgent = make(map[string]Totals, len(t.agents))
+	perAgent = make(map[string]modelcall.Totals, len(t.agents))
 	for id, st := range t.agents {
 		perAgent[id] = st.totals
 	}
@@ -531,19 +532,19 @@ func (st *agentState) spend(e Exhaustion) {
 // already. t.mu is held.
 func (t *Trial) freezeFor(e Exhaustion) {
 	if t.frozen == nil {
-		t.frozen = &Frozen{Cause: ClassBudgetExhausted, Spent: &e}
+		t.frozen = &Frozen{Cause: modelcall.ClassBudgetExhausted, Spent: &e}
 	}
 }
 
 // settle adds a finished call's usage and marks every budget it crossed as
 // spent, at once: the agent's next call is refused, and the trial is told.
 // It writes the call's record.
-func (st *agentState) settle(r Record) {
+func (st *agentState) settle(r modelcall.Record) {
 	t := st.trial
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st.totals.add(r)
-	t.total.add(r)
+	st.totals.AddUsage(r)
+	t.total.AddUsage(r)
 	if st.spec.Log != nil {
 		line, _ := json.Marshal(r)
 		if _, err := st.spec.Log.Write(append(t.records.Scrub(line), '\n')); err != nil {

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // The conversation page of troupe view: one agent's model calls in order,
@@ -102,9 +102,9 @@ type convCall struct {
 	Meter      *meterLine
 }
 
-// meterLine is one line of llm-calls.jsonl (llm.Record) as the page shows it.
+// meterLine is one line of llm-calls.jsonl (modelcall.Record) as the page shows it.
 type meterLine struct {
-	llm.Record
+	modelcall.Record
 	Shown string // its time, for the page
 }
 
@@ -278,7 +278,7 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 	lastLen := map[string]int{} // each list field's length in the previous call
 	var system, tools string    // the last shown
 	var refused []string
-	rr := llm.NewRecordReader(r, llm.RecordLimits{Decompressed: maxConvBytes, Call: maxConvPage, Record: maxConvBytes})
+	rr := modelcall.NewRecordReader(r, modelcall.RecordLimits{Decompressed: maxConvBytes, Call: maxConvPage, Record: maxConvBytes})
 	rr.Added = true
 	budget := pageBudget{left: maxConvPage}
 	var readErr error
@@ -287,7 +287,7 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 		if err == io.EOF {
 			break
 		}
-		if e, ok := errors.AsType[*llm.ExpansionError](err); ok {
+		if e, ok := errors.AsType[*modelcall.ExpansionError](err); ok {
 			out.Calls++
 			if len(refused) < 10 {
 				refused = append(refused, fmt.Sprintf("call %d is not shown: %v", e.Call, e))
@@ -371,7 +371,7 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 				json.Unmarshal(whole, &c.Model)
 			}
 		}
-		a := llm.AnswerOf(line)
+		a := modelcall.AnswerOf(line)
 		if a.Text != "" {
 			c.Answer = append(c.Answer, convPart{Kind: "text", Text: a.Text})
 		}
@@ -401,9 +401,9 @@ func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
 		}
 	}
 	out.Notes = append(out.Notes, refused...)
-	if _, ok := errors.AsType[*llm.DecompressedError](readErr); ok {
+	if _, ok := errors.AsType[*modelcall.DecompressedError](readErr); ok {
 		out.Notes = append(out.Notes, fmt.Sprintf("the record is read up to %d MiB decompressed; the rest is left out", maxConvBytes>>20))
-	} else if _, ok := errors.AsType[*llm.TamperedError](readErr); ok {
+	} else if _, ok := errors.AsType[*modelcall.TamperedError](readErr); ok {
 		out.Notes = append(out.Notes, fmt.Sprintf("the record does not verify, and is shown only up to where it was changed: %v", readErr))
 	} else if readErr != nil {
 		out.Notes = append(out.Notes, fmt.Sprintf("the record is not read to its end: %v", readErr))

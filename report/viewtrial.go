@@ -15,7 +15,7 @@ import (
 
 	"github.com/troupebench/troupe/channel"
 	"github.com/troupebench/troupe/internal/clip"
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trialdir"
 )
 
@@ -67,7 +67,7 @@ type agentView struct {
 	CallsNote string
 	// Total is the result's count (the gateway's) once the trial has
 	// ended, else the call log's; TotalFrom says which.
-	Total       llm.Totals
+	Total       modelcall.Totals
 	TotalFrom   string
 	Log, Stdout []logPart
 }
@@ -92,7 +92,7 @@ type fullResult struct {
 	Replay *struct {
 		Source          string `json:"source"`
 		RecordedOutcome string `json:"recorded_outcome"`
-		llm.ReplayReport
+		modelcall.ReplayReport
 	} `json:"replay"`
 }
 
@@ -148,7 +148,7 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 	}
 	roster := readRoster(tf, full)
 	msgs, transcriptNote := readTranscript(tf, speakers(roster), full, live)
-	usage := map[string]llm.Totals{}
+	usage := map[string]modelcall.Totals{}
 	for _, a := range t.Agents {
 		usage[a.ID] = a.Usage
 	}
@@ -242,7 +242,7 @@ func readTranscript(tf files, name func(string) string, full fullResult, live bo
 // readAgent reads one agent's calls and logs. The call table and its total
 // agree: when the call log is missing, or holds other than the calls the
 // result records, the page says so rather than "no calls" above "30 calls".
-func readAgent(tf files, m member, usage map[string]llm.Totals) agentView {
+func readAgent(tf files, m member, usage map[string]modelcall.Totals) agentView {
 	av := agentView{ID: m.ID, Role: m.Role, Kind: m.Kind, Empty: "no calls"}
 	if !safeID(m.ID) {
 		av.Log = []logPart{{Text: "(an agent id that is not a folder name: nothing is read for it)"}}
@@ -250,7 +250,7 @@ func readAgent(tf files, m member, usage map[string]llm.Totals) agentView {
 	}
 	dir := "agents/" + m.ID + "/"
 	logName := dir + "llm-calls.jsonl"
-	var inLog llm.Totals // what the call log holds
+	var inLog modelcall.Totals // what the call log holds
 	var cuts, shown int
 	note, err := tf.lines(logName, func(line []byte, cut *Cut) {
 		if cut != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/troupebench/troupe/internal/termsafe"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/personas"
 	"github.com/troupebench/troupe/relay"
 	"github.com/troupebench/troupe/runtime"
@@ -487,7 +488,7 @@ func runJob(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, opts r
 	}
 	gw := llm.New(cfg.endpoints)
 	// A replay that never goes live asks no upstream: it needs no key.
-	gw.KeysOptional = spec.Replay != nil && spec.Replay.OnDivergence != llm.DivergeLive
+	gw.KeysOptional = spec.Replay != nil && spec.Replay.OnDivergence != modelcall.DivergeLive
 	gw.Scenarios = examples.Scenarios()
 	if cfg.path != "" {
 		gw.ScenarioDir = filepath.Dir(cfg.path)

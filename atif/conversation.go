@@ -308,23 +308,18 @@ func deref[T any](p *T) T {
 
 // toolDefinitions converts a request's tools to OpenAI's function-calling
 // shape, as ATIF asks.
-func toolDefinitions(tools json.RawMessage) []map[string]any {
-	var list []map[string]any
-	if json.Unmarshal(tools, &list) != nil {
+func toolDefinitions(raw json.RawMessage) []map[string]any {
+	tools, ok := modelcall.ParseTools(raw)
+	if !ok {
 		return nil
 	}
 	var out []map[string]any
-	for _, t := range list {
-		switch {
-		case t["function"] != nil: // chat completions: already the shape
-			out = append(out, t)
-		case t["input_schema"] != nil: // Anthropic
-			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}})
-		case t["name"] != nil: // Responses
-			f := map[string]any{"name": t["name"], "description": t["description"], "parameters": t["parameters"]}
-			out = append(out, map[string]any{"type": "function", "function": f})
-		default: // a built-in tool: kept as it was
-			out = append(out, t)
+	for _, t := range tools {
+		switch f := t.Function; {
+		case f == nil || f.Wrapped: // a built-in tool, or chat completions': kept as it was
+			out = append(out, t.Decoded)
+		default: // Anthropic's, the Responses API's
+			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": f.Name, "description": f.Description, "parameters": f.Parameters}})
 		}
 	}
 	return out

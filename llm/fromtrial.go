@@ -20,20 +20,23 @@ func lastRole(c modelcall.Call) string {
 	if err != nil {
 		return ""
 	}
-	msgs := req.Messages()
-	if len(msgs) == 0 || slices.ContainsFunc(msgs, func(m modelcall.Message) bool { return m.Malformed }) {
-		return "user"
+	for _, k := range []string{"messages", "input"} {
+		msgs := modelcall.ParseMessages(req.Fields[k])
+		if len(msgs) == 0 || slices.ContainsFunc(msgs, func(m modelcall.Message) bool { return m.Malformed }) {
+			continue
+		}
+		switch last := msgs[len(msgs)-1]; {
+		case last.Type == "function_call_output":
+			return "tool"
+		case last.Role == "developer":
+			return "system"
+		case c.API == modelcall.Anthropic && last.Role == "user" && last.Content.Has("tool_result"):
+			return "tool"
+		default:
+			return last.Role
+		}
 	}
-	switch last := msgs[len(msgs)-1]; {
-	case last.Type == "function_call_output":
-		return "tool"
-	case last.Role == "developer":
-		return "system"
-	case c.API == modelcall.Anthropic && last.Role == "user" && last.Content.Has("tool_result"):
-		return "tool"
-	default:
-		return last.Role
-	}
+	return "user"
 }
 
 // WriteScenario writes a mock scenario that plays recorded calls back, in

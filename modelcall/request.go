@@ -3,6 +3,7 @@ package modelcall
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 )
 
 // Request is a request body of one of the three APIs, read as one view.
@@ -113,9 +114,10 @@ type Message struct {
 	Output                  Content
 	// Raw is the item as sent.
 	Raw json.RawMessage
-	// Malformed: the item is not an object whose fields have these types
-	// (what could be read of it is read all the same).
-	Malformed bool
+	// Malformed: the item is not an object, or its role or type is not a
+	// string. BadFields: another of its fields has a type other than
+	// these. What could be read of it is read all the same.
+	Malformed, BadFields bool
 	// Whole: a Responses input given as one value (a text) rather than as
 	// items, taken as the user's message.
 	Whole bool
@@ -184,8 +186,14 @@ func ParseMessage(raw json.RawMessage) Message {
 	}
 	// A field of the wrong type is left out, and the rest read.
 	err := json.Unmarshal(raw, &m)
+	var head struct {
+		Role string `json:"role"`
+		Type string `json:"type"`
+	}
+	malformed := json.Unmarshal(raw, &head) != nil
 	out := Message{Role: m.Role, Type: m.Type, Content: ParseContent(m.Content), ToolCallID: m.ToolCallID,
-		Name: m.Name, Arguments: m.Arguments, CallID: m.CallID, Output: ParseContent(m.Output), Raw: raw, Malformed: err != nil}
+		Name: m.Name, Arguments: m.Arguments, CallID: m.CallID, Output: ParseContent(m.Output), Raw: raw,
+		Malformed: malformed, BadFields: !malformed && err != nil}
 	for _, tc := range m.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, ToolUse{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
@@ -220,15 +228,15 @@ func ParseContent(raw json.RawMessage) Content {
 	return c
 }
 
-// Malformed says whether a list's part is not an object whose fields
-// have the types a part's have.
+// Malformed says whether a part of the list is Malformed.
 func (c Content) Malformed() bool {
-	for _, p := range c.Parts {
-		if p.Malformed {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.Parts, func(p Part) bool { return p.Malformed })
+}
+
+// BadNames says whether a part of the list names a tool, a call or its
+// own id with other than a string (BadName, BadID).
+func (c Content) BadNames() bool {
+	return slices.ContainsFunc(c.Parts, func(p Part) bool { return p.BadName || p.BadID })
 }
 
 // Part is one part of a content: text (text, input_text, output_text), a
@@ -248,8 +256,10 @@ type Part struct {
 	Content Content
 	// Raw is the part as sent.
 	Raw json.RawMessage
-	// Malformed: the part is not an object whose fields have these types.
-	Malformed bool
+	// Malformed: the part is not an object, or its type or text is not
+	// a string. BadName: its name or tool_use_id is not a string; BadID:
+	// its id is not (each then reads as "").
+	Malformed, BadName, BadID bool
 }
 
 func parseParts(raw json.RawMessage) ([]Part, bool) {
@@ -268,17 +278,50 @@ func parsePart(raw json.RawMessage) Part {
 	var b struct {
 		Type      string          `json:"type"`
 		Text      *string         `json:"text"`
-		ID        string          `json:"id"`
-		Name      string          `json:"name"`
+		ID        json.RawMessage `json:"id"`
+		Name      json.RawMessage `json:"name"`
 		Input     json.RawMessage `json:"input"`
-		ToolUseID string          `json:"tool_use_id"`
+		ToolUseID json.RawMessage `json:"tool_use_id"`
 		Content   json.RawMessage `json:"content"`
 	}
 	err := json.Unmarshal(raw, &b)
-	p := Part{Type: b.Type, Call: ToolUse{ID: b.ID, Name: b.Name, Arguments: string(b.Input)}, CallID: b.ToolUseID,
-		Content: ParseContent(b.Content), Raw: raw, Malformed: err != nil}
+	id, idOK := stringOf(b.ID)
+	name, nameOK := stringOf(b.Name)
+	callID, callOK := stringOf(b.ToolUseID)
+	p := Part{Type: b.Type, Call: ToolUse{ID: id, Name: name, Arguments: string(b.Input)}, CallID: callID,
+		Content: ParseContent(b.Content), Raw: raw, Malformed: err != nil, BadName: !nameOK || !callOK, BadID: !idOK}
 	if b.Text != nil {
 		p.Text, p.HasText = *b.Text, true
 	}
 	return p
+}
+
+// stringOf reads a string field: "" when it is absent or null, and false
+// when it is not a string.
+func stringOf(raw json.RawMessage) (string, bool) {
+	var s string
+	if len(raw) == 0 {
+		return "", true
+	}
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
+// LastOnly is a request body with nothing but the last item of its
+// history (messages, or the Responses input list): all a scenario's step
+// matches of it, kept small. A body that is not a JSON object is kept as
+// it is.
+func LastOnly(body json.RawMessage) json.RawMessage {
+	var req map[string]json.RawMessage
+	if json.Unmarshal(body, &req) != nil {
+		return body
+	}
+	slim := map[string]json.RawMessage{}
+	for _, k := range []string{"messages", "input"} {
+		var items []json.RawMessage
+		if json.Unmarshal(req[k], &items) == nil && len(items) > 0 {
+			slim[k], _ = json.Marshal(items[len(items)-1:])
+		}
+	}
+	out, _ := json.Marshal(slim)
+	return out
 }

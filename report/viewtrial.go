@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/troupebench/troupe/channel"
 	"github.com/troupebench/troupe/internal/clip"
@@ -35,23 +33,14 @@ type Message struct {
 	Cut     *Cut
 }
 
-// Call is one model call on the trial page, or the notice where troupe
-// dropped part of the call log (Cut), which is no call.
+// Call is one model call on the trial page (a line of the agent's
+// llm-calls.jsonl, read by modelcall), or the notice where troupe dropped
+// part of the call log (Cut), which is no call.
 type Call struct {
-	Time         string  `json:"-"`
-	RawTime      string  `json:"time"`
-	Status       int     `json:"status"`
-	InputTokens  int64   `json:"input_tokens"`
-	CachedTokens int64   `json:"cached_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
-	LatencyMS    float64 `json:"latency_ms"`
-	ErrorClass   string  `json:"error_class"`
-	Error        string  `json:"error"`
-	// Uncounted: a call the gateway never admitted (refused, or cut before
-	// its request arrived); shown, but no call of the counts.
-	Uncounted bool `json:"uncounted"`
-	Cut       *Cut `json:"-"`
+	modelcall.Record
+	// Time is the call's time, for the page ("" when the line has none).
+	Time string
+	Cut  *Cut
 }
 
 type agentView struct {
@@ -260,20 +249,18 @@ func readAgent(tf files, m member, usage map[string]modelcall.Totals) agentView 
 			}
 			return
 		}
-		var c Call
-		if json.Unmarshal(line, &c) != nil {
+		r, ok := modelcall.ParseRecord(line)
+		if !ok {
 			return
 		}
-		if ts, err := time.Parse(time.RFC3339Nano, c.RawTime); err == nil {
-			c.Time = ts.UTC().Format("15:04:05.000")
+		c := Call{Record: r}
+		if !r.Time.IsZero() {
+			c.Time = clock(r.Time)
 		}
 		if !c.Uncounted {
 			inLog.Calls++
 		}
-		inLog.InputTokens += c.InputTokens
-		inLog.CachedTokens += c.CachedTokens
-		inLog.OutputTokens += c.OutputTokens
-		inLog.CostUSD += c.CostUSD
+		inLog.AddUsage(r)
 		if len(av.Calls) < maxCallsPerPage {
 			av.Calls = append(av.Calls, c)
 			shown++

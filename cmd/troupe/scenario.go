@@ -2,7 +2,6 @@ package main
 
 import (
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -139,28 +138,11 @@ func readRecord(path string, lim modelcall.RecordLimits) ([]modelcall.Call, int,
 	rr := modelcall.NewRecordReader(zr, lim)
 	var calls []modelcall.Call
 	err = rr.Each(func(c modelcall.Call) {
-		c.Request = lastMessage(c.Request)
+		c.Request = modelcall.LastOnly(c.Request)
 		calls = append(calls, c)
 	})
 	if err != nil {
 		return nil, rr.Missing(), err
 	}
 	return calls, rr.Missing(), nil
-}
-
-// lastMessage is a request with only the last item of its history.
-func lastMessage(request json.RawMessage) json.RawMessage {
-	var req map[string]json.RawMessage
-	if json.Unmarshal(request, &req) != nil {
-		return request
-	}
-	slim := map[string]json.RawMessage{}
-	for _, k := range []string{"messages", "input"} {
-		var items []json.RawMessage
-		if json.Unmarshal(req[k], &items) == nil && len(items) > 0 {
-			slim[k], _ = json.Marshal(items[len(items)-1:])
-		}
-	}
-	out, _ := json.Marshal(slim)
-	return out
 }

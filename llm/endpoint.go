@@ -70,6 +70,8 @@ func ParseEndpoints(d *yaml11.Decoder, n *yaml11.Node, path string) Endpoints {
 	return out
 }
 
+// parseEndpoint reads one endpoint; false when it has a problem (recorded
+// in d).
 func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) (Endpoint, bool) {
 	before := d.Count()
 	ep := Endpoint{Name: name}
@@ -88,32 +90,11 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 		}},
 		{Name: "base_url", Decode: func(n *yaml11.Node, path string) {
 			baseURL = n
-			s, ok := d.String(n, path)
-			if !ok {
-				return
-			}
-			u, err := url.Parse(s)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				d.Errorf(n, path, "must be an http:// or https:// URL such as https://api.openai.com/v1; found %q", s)
-				return
-			}
-			if u.User != nil {
-				d.Errorf(n, path, "must not carry credentials; name the variable that holds the key with api_key_env")
-				return
-			}
-			ep.BaseURL = strings.TrimSuffix(s, "/")
+			ep.BaseURL = parseBaseURL(d, n, path)
 		}},
 		{Name: "api_key_env", Decode: func(n *yaml11.Node, path string) {
 			keyEnv = n
-			s, ok := d.String(n, path)
-			if !ok {
-				return
-			}
-			if !envName.MatchString(s) {
-				d.Errorf(n, path, "must name an environment variable (letters, digits, _), such as OPENAI_API_KEY; never put the key itself in a file")
-				return
-			}
-			ep.APIKeyEnv = s
+			ep.APIKeyEnv = parseKeyEnv(d, n, path)
 		}},
 		{Name: "model", Decode: func(n *yaml11.Node, path string) {
 			if s, ok := d.String(n, path); ok {
@@ -158,6 +139,39 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 		ep.Model = name
 	}
 	return ep, d.Count() == before
+}
+
+// parseBaseURL reads an upstream's base_url: an http or https URL with no
+// credentials, without its trailing slash; "" when it is none.
+func parseBaseURL(d *yaml11.Decoder, n *yaml11.Node, path string) string {
+	s, ok := d.String(n, path)
+	if !ok {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		d.Errorf(n, path, "must be an http:// or https:// URL such as https://api.openai.com/v1; found %q", s)
+		return ""
+	}
+	if u.User != nil {
+		d.Errorf(n, path, "must not carry credentials; name the variable that holds the key with api_key_env")
+		return ""
+	}
+	return strings.TrimSuffix(s, "/")
+}
+
+// parseKeyEnv reads api_key_env: the name of an environment variable,
+// never a key; "" when it is none.
+func parseKeyEnv(d *yaml11.Decoder, n *yaml11.Node, path string) string {
+	s, ok := d.String(n, path)
+	if !ok {
+		return ""
+	}
+	if !envName.MatchString(s) {
+		d.Errorf(n, path, "must name an environment variable (letters, digits, _), such as OPENAI_API_KEY; never put the key itself in a file")
+		return ""
+	}
+	return s
 }
 
 // String describes an endpoint for logs and messages; it never holds a key.

@@ -17,14 +17,17 @@ import (
 // files) and fails where a format is declared a second time outside its
 // owner: a transcript line (a received_at field), a members.json line (a
 // struct of exactly id, role, kind and pubkey), a conversation record's
-// block references ($blocks, $prefix, outside modelcall), a trial file's name
-// spelled as a literal, the message kind 9 compared by number, or the
-// DONE: prefix spelled outside package channel. A second copy is where a
+// block references ($blocks, $prefix) or call (an answer_text or
+// answer_omitted field) and a metering line of llm-calls.jsonl (a call's
+// latency_ms or ttfb_ms) outside modelcall, a trial file's name spelled
+// as a literal, the message kind 9 compared by number, or the DONE:
+// prefix spelled outside package channel. A second copy is where a
 // writer and a reader come to differ.
 func TestOneOwnerPerFormat(t *testing.T) {
 	owners := map[string]string{ // what → the folder that owns it
 		"transcript line": "trialdir", "members line": "trialdir", "trial file name": "trialdir",
-		"record block reference": "modelcall", "message kind": "channel", "DONE: prefix": "channel",
+		"record block reference": "modelcall", "record call": "modelcall", "metering line": "modelcall",
+		"message kind": "channel", "DONE: prefix": "channel",
 	}
 	names := []string{Members, Transcript, Audit, "members.json", "transcript.jsonl", "audit.jsonl"}
 	fset := token.NewFileSet()
@@ -69,6 +72,10 @@ func TestOneOwnerPerFormat(t *testing.T) {
 						found(field, "transcript line", "a received_at field")
 					case "$blocks", "$prefix", "$block":
 						found(field, "record block reference", name)
+					case "answer_text", "answer_omitted":
+						found(field, "record call", "an "+name+" field")
+					case "latency_ms", "ttfb_ms":
+						found(field, "metering line", "a "+name+" field")
 					}
 				}
 				slices.Sort(tags)

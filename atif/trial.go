@@ -89,14 +89,13 @@ type result struct {
 	Condition string          `json:"condition"`
 	Version   string          `json:"troupe_version"`
 	Outcome   outcome.Outcome `json:"outcome"`
-	Agents    []struct {
-		ID          string           `json:"id"`
-		Kind        string           `json:"kind"`
-		Role        string           `json:"role"`
+	// Agents are the members that were agents, with what they ran and
+	// what they used.
+	Agents []struct {
+		Member
 		Endpoint    string           `json:"endpoint"`
-		Stack       string           `json:"stack,omitempty"`
-		StackDigest string           `json:"stack_digest,omitempty"`
-		Pubkey      string           `json:"pubkey"`
+		Stack       string           `json:"stack"`
+		StackDigest string           `json:"stack_digest"`
 		Usage       modelcall.Totals `json:"usage"`
 	} `json:"agents"`
 }
@@ -140,7 +139,7 @@ func readTeam(root *os.Root) (team, error) {
 	if len(tm.members) == 0 {
 		// A trial from before members.json: its agents; the user unknown.
 		for _, a := range res.Agents {
-			tm.members = append(tm.members, Member{ID: a.ID, Role: a.Role, Kind: a.Kind, Pubkey: a.Pubkey})
+			tm.members = append(tm.members, a.Member)
 		}
 	}
 	return tm, nil

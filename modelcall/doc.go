@@ -19,10 +19,14 @@
 // It reads the three wire formats (OpenAI's chat completions and Responses
 // API, Anthropic's messages) into one view: a request body is a Request
 // whose history is Messages of Content and Parts (text, tool calls, tool
-// results), beside its system prompt and tools; an answer, a JSON body or
-// a stream's events, is an Answer (its text, its tool calls, its Usage);
-// InspectEvent and ResponseUsage read usage as the gateway meters it, and
-// Request.Asked what a call asked beside its messages. Package llm keeps
-// what the gateway does with them: forwarding, pricing, budgets, faults,
-// mock models and replays (whose report, ReplayReport, is data here too).
+// results), beside its system prompt and its Tools; an answer, a JSON body
+// or a stream's events, is an Answer (its text, its tool calls, its
+// Usage). InspectEvent and ResponseUsage read usage as the gateway meters
+// it, Request.Asked what a call asked beside its messages, ReadPrompt what
+// a scripted model reads of a request. The view keeps what it could not
+// read as the formats define (a part or an item of the wrong shape is
+// Malformed, and read as far as it goes), so that each reader decides how
+// to show it. Package llm keeps what the gateway does with the calls:
+// forwarding, pricing, budgets, faults, mock models and replays (whose
+// report, ReplayReport, is data here too).
 package modelcall

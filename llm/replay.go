@@ -33,7 +33,7 @@ import (
 // Replay is a recorded trial to play back.
 type Replay struct {
 	// Calls are each recorded agent's calls, by agent id, as
-	// ReadConversation returns them.
+	// modelcall.ReadConversation returns them.
 	Calls map[string][]modelcall.Call
 	// Same are the values that differ between the recorded trial and this
 	// one and mean the same.

@@ -26,10 +26,11 @@ type AgentSpec struct {
 	ID, Role, Kind, Pubkey string
 	Endpoint               string
 	Budget                 manifest.Budget
-	// Log receives the agent's call records as JSON lines; nil keeps none.
+	// Log receives the agent's call records (modelcall.Record) as JSON
+	// lines; nil keeps none.
 	Log io.Writer
-	// Conversation receives every call whole, request and answer (see
-	// record.go); nil keeps none.
+	// Conversation receives every call whole, request and answer, as a
+	// conversation record (modelcall.RecordWriter); nil keeps none.
 	Conversation io.Writer
 }
 

@@ -31,7 +31,7 @@ type recCall struct {
 	answerText string // a stream's events
 }
 
-// writeRecord writes a conversation record as llm/record.go's writer does:
+// writeRecord writes a conversation record as modelcall's RecordWriter does:
 // each array field's elements as blocks, a list that starts like the
 // previous call's as "$prefix" and the rest, a field over 256 bytes as one
 // block; then gzips it. It checks that modelcall.ReadConversation reads the

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // AgentInfo is who an agent was, from result.json (or relay/members.json
@@ -19,14 +19,14 @@ type AgentInfo struct {
 	// Version is troupe's version, the agent system's version in ATIF.
 	Version string
 	// Usage is the gateway's totals; nil if unknown.
-	Usage *llm.Totals
+	Usage *modelcall.Totals
 }
 
 // FromConversation builds an agent's trajectory from its recorded calls,
 // in order. meter, if not nil, finds the gateway's record of a call (its
 // usage and cost, llm-calls.jsonl); without one a step's metrics are the
 // answer's usage. The result has no step when calls is empty.
-func FromConversation(agent AgentInfo, calls []llm.Call, meter func(llm.Call) (llm.Record, bool)) Trajectory {
+func FromConversation(agent AgentInfo, calls []modelcall.Call, meter func(modelcall.Call) (modelcall.Record, bool)) Trajectory {
 	b := newBuilder()
 	for _, c := range calls {
 		b.call(c, meter)
@@ -37,9 +37,9 @@ func FromConversation(agent AgentInfo, calls []llm.Call, meter func(llm.Call) (l
 func newBuilder() *builder { return &builder{seen: map[string]bool{}} }
 
 // call adds one model call: the input its request added, then its step.
-// Calls come in order, one at a time: a record read with llm.RecordReader
+// Calls come in order, one at a time: a record read with modelcall.RecordReader
 // is never held whole.
-func (b *builder) call(c llm.Call, meter func(llm.Call) (llm.Record, bool)) {
+func (b *builder) call(c modelcall.Call, meter func(modelcall.Call) (modelcall.Record, bool)) {
 	req := parseRequest(c)
 	if b.tools == nil {
 		b.tools = req.tools
@@ -114,7 +114,7 @@ type builder struct {
 }
 
 // input adds what an item of a request adds to the history, if anything.
-func (b *builder) input(it item, first bool, c llm.Call) {
+func (b *builder) input(it item, first bool, c modelcall.Call) {
 	if b.seen[it.key] {
 		return
 	}
@@ -201,8 +201,8 @@ func (b *builder) callStep(id string) int {
 }
 
 // agentStep adds the step of one model call.
-func (b *builder) agentStep(c llm.Call, meter func(llm.Call) (llm.Record, bool)) {
-	a := llm.AnswerOf(c)
+func (b *builder) agentStep(c modelcall.Call, meter func(modelcall.Call) (modelcall.Record, bool)) {
+	a := modelcall.AnswerOf(c)
 	s := Step{Timestamp: stamp(c.Time), Source: SourceAgent, Message: a.Text, LLMCallCount: ptr(1)}
 	for i, tc := range a.ToolCalls {
 		// Named again by the next request, which carries the call's id.
@@ -233,7 +233,7 @@ func (b *builder) agentStep(c llm.Call, meter func(llm.Call) (llm.Record, bool))
 		}
 		m.Extra = mx
 		s.Metrics = m
-	} else if u := a.Usage; u != (llm.Usage{}) {
+	} else if u := a.Usage; u != (modelcall.Usage{}) {
 		m := &Metrics{PromptTokens: ptr(u.Input), CompletionTokens: ptr(u.Output)}
 		if u.CachedReported {
 			m.CachedTokens = ptr(u.Cached)
@@ -244,9 +244,9 @@ func (b *builder) agentStep(c llm.Call, meter func(llm.Call) (llm.Record, bool))
 	b.echo, b.echoed = len(b.steps), 0
 }
 
-func lookup(meter func(llm.Call) (llm.Record, bool), c llm.Call) (llm.Record, bool) {
+func lookup(meter func(modelcall.Call) (modelcall.Record, bool), c modelcall.Call) (modelcall.Record, bool) {
 	if meter == nil {
-		return llm.Record{}, false
+		return modelcall.Record{}, false
 	}
 	return meter(c)
 }
@@ -272,7 +272,7 @@ func stamp(t time.Time) string {
 
 // finalMetrics sums the steps' metrics; the cost is the gateway's total
 // when known.
-func finalMetrics(steps []Step, usage *llm.Totals, calls int) *FinalMetrics {
+func finalMetrics(steps []Step, usage *modelcall.Totals, calls int) *FinalMetrics {
 	var prompt, completion, cached int64
 	var cost float64
 	costKnown := false
@@ -308,23 +308,18 @@ func deref[T any](p *T) T {
 
 // toolDefinitions converts a request's tools to OpenAI's function-calling
 // shape, as ATIF asks.
-func toolDefinitions(tools json.RawMessage) []map[string]any {
-	var list []map[string]any
-	if json.Unmarshal(tools, &list) != nil {
+func toolDefinitions(raw json.RawMessage) []map[string]any {
+	tools, ok := modelcall.ParseTools(raw)
+	if !ok {
 		return nil
 	}
 	var out []map[string]any
-	for _, t := range list {
-		switch {
-		case t["function"] != nil: // chat completions: already the shape
-			out = append(out, t)
-		case t["input_schema"] != nil: // Anthropic
-			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}})
-		case t["name"] != nil: // Responses
-			f := map[string]any{"name": t["name"], "description": t["description"], "parameters": t["parameters"]}
-			out = append(out, map[string]any{"type": "function", "function": f})
-		default: // a built-in tool: kept as it was
-			out = append(out, t)
+	for _, t := range tools {
+		switch f := t.Function; {
+		case f == nil || f.Wrapped: // a built-in tool, or chat completions': kept as it was
+			out = append(out, t.Decoded)
+		default: // Anthropic's, the Responses API's
+			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": f.Name, "description": f.Description, "parameters": f.Parameters}})
 		}
 	}
 	return out

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // item is one message of a request, whatever its wire format: role is
@@ -33,112 +33,91 @@ type request struct {
 // parseRequest reads a recorded request's messages in its format: chat
 // completions' messages, Anthropic's system and messages, the Responses
 // API's instructions and input.
-func parseRequest(c llm.Call) request {
-	var req map[string]json.RawMessage
-	if json.Unmarshal(c.Request, &req) != nil {
+func parseRequest(c modelcall.Call) request {
+	req, err := modelcall.ParseRequest(c.API, c.Request)
+	if err != nil {
 		return request{}
 	}
-	r := request{tools: req["tools"]}
+	r := request{tools: req.Tools()}
 	switch c.API {
-	case llm.Anthropic:
-		if sys := req["system"]; len(sys) > 0 && string(sys) != "null" {
-			r.items = append(r.items, item{role: SourceSystem, text: text(sys), key: "system:" + string(sys)})
-		}
-		var msgs []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		json.Unmarshal(req["messages"], &msgs)
-		for _, m := range msgs {
-			key := m.Role + ":" + string(m.Content)
-			var blocks []struct {
-				Type      string          `json:"type"`
-				Text      string          `json:"text"`
-				ID        string          `json:"id"`
-				Name      string          `json:"name"`
-				Input     any             `json:"input"`
-				ToolUseID string          `json:"tool_use_id"`
-				Content   json.RawMessage `json:"content"`
-			}
-			if json.Unmarshal(m.Content, &blocks) != nil {
-				r.items = append(r.items, item{role: role(m.Role), text: text(m.Content), key: key})
-				continue
-			}
-			it := item{role: role(m.Role), key: key}
-			var texts []string
-			for i, b := range blocks {
-				switch b.Type {
-				case "text":
-					texts = append(texts, b.Text)
-				case "tool_use":
-					it.calls = append(it.calls, callRef{id: b.ID, name: b.Name, args: b.Input})
-				case "tool_result":
-					r.items = append(r.items, item{role: "tool", text: text(b.Content), callID: b.ToolUseID, key: key + "#" + strconv.Itoa(i)})
-				}
-			}
-			if len(texts) > 0 || len(it.calls) > 0 {
-				it.text = strings.Join(texts, "\n")
-				r.items = append(r.items, it)
-			}
-		}
-	case llm.OpenAIResponses:
-		if ins := req["instructions"]; len(ins) > 0 && string(ins) != "null" {
-			r.items = append(r.items, item{role: SourceSystem, text: text(ins), key: "system:" + string(ins)})
-		}
-		in := req["input"]
-		var list []json.RawMessage
-		if json.Unmarshal(in, &list) != nil {
-			if len(in) > 0 {
-				r.items = append(r.items, item{role: SourceUser, text: text(in), key: "user:" + string(in)})
-			}
-			break
-		}
-		for _, raw := range list {
-			var m struct {
-				Type      string          `json:"type"`
-				Role      string          `json:"role"`
-				Content   json.RawMessage `json:"content"`
-				CallID    string          `json:"call_id"`
-				Name      string          `json:"name"`
-				Arguments string          `json:"arguments"`
-				Output    json.RawMessage `json:"output"`
-			}
-			json.Unmarshal(raw, &m)
-			key := string(raw)
-			switch {
-			case m.Type == "function_call":
-				r.items = append(r.items, item{role: "assistant", calls: []callRef{{id: m.CallID, name: m.Name, args: jsonArgs(m.Arguments)}}, key: key})
-			case m.Type == "function_call_output":
-				r.items = append(r.items, item{role: "tool", text: text(m.Output), callID: m.CallID, key: key})
-			case m.Type == "message" || m.Type == "" && m.Role != "":
-				r.items = append(r.items, item{role: role(m.Role), text: text(m.Content), key: key})
-			}
-		}
+	case modelcall.Anthropic:
+		r.items = anthropicItems(req)
+	case modelcall.OpenAIResponses:
+		r.items = responsesItems(req)
 	default: // chat completions
-		var msgs []json.RawMessage
-		json.Unmarshal(req["messages"], &msgs)
-		for _, raw := range msgs {
-			var m struct {
-				Role      string          `json:"role"`
-				Content   json.RawMessage `json:"content"`
-				ToolCalls []struct {
-					ID       string `json:"id"`
-					Function struct {
-						Name      string `json:"name"`
-						Arguments string `json:"arguments"`
-					} `json:"function"`
-				} `json:"tool_calls"`
-				ToolCallID string `json:"tool_call_id"`
-			}
-			json.Unmarshal(raw, &m)
-			it := item{role: role(m.Role), text: text(m.Content), callID: m.ToolCallID, key: string(raw)}
+		for _, m := range req.Messages() {
+			it := item{role: role(m.Role), text: text(m.Content), callID: m.ToolCallID, key: string(m.Raw)}
 			for _, tc := range m.ToolCalls {
-				it.calls = append(it.calls, callRef{id: tc.ID, name: tc.Function.Name, args: jsonArgs(tc.Function.Arguments)})
+				it.calls = append(it.calls, callRef{id: tc.ID, name: tc.Name, args: tc.Args()})
 			}
 			r.items = append(r.items, it)
 		}
 	}
 	return r
+}
+
+// anthropicItems are Anthropic's system and messages: a message's tool
+// results are items of their own, before what the message says.
+func anthropicItems(req modelcall.Request) []item {
+	var items []item
+	if sys := req.System(); sys != nil {
+		items = append(items, item{role: SourceSystem, text: text(*sys), key: "system:" + string(sys.Raw)})
+	}
+	for _, m := range req.Messages() {
+		key := m.Role + ":" + string(m.Content.Raw)
+		if !blocks(m.Content) {
+			items = append(items, item{role: role(m.Role), text: text(m.Content), key: key})
+			continue
+		}
+		it := item{role: role(m.Role), key: key}
+		var texts []string
+		for i, b := range m.Content.Parts {
+			switch b.Type {
+			case "text":
+				texts = append(texts, b.Text)
+			case "tool_use":
+				it.calls = append(it.calls, callRef{id: b.Call.ID, name: b.Call.Name, args: b.Call.Args()})
+			case "tool_result":
+				items = append(items, item{role: "tool", text: text(b.Content), callID: b.CallID, key: key + "#" + strconv.Itoa(i)})
+			}
+		}
+		if len(texts) > 0 || len(it.calls) > 0 {
+			it.text = strings.Join(texts, "\n")
+			items = append(items, it)
+		}
+	}
+	return items
+}
+
+// blocks says whether an Anthropic content is read as blocks: a list of
+// well-formed blocks, or none (null).
+func blocks(c modelcall.Content) bool {
+	return c.IsList && !c.Malformed() && !c.BadNames() || string(c.Raw) == "null"
+}
+
+// responsesItems are the Responses API's instructions and input items:
+// messages, function calls and their outputs (other items, reasoning,
+// are left out); an input given as text is the user's.
+func responsesItems(req modelcall.Request) []item {
+	var items []item
+	if ins := req.System(); ins != nil {
+		items = append(items, item{role: SourceSystem, text: text(*ins), key: "system:" + string(ins.Raw)})
+	}
+	for _, m := range req.Messages() {
+		key := string(m.Raw)
+		switch {
+		case m.Whole:
+			items = append(items, item{role: SourceUser, text: text(m.Content), key: "user:" + key})
+		case m.Type == "function_call":
+			call := modelcall.ToolUse{ID: m.CallID, Name: m.Name, Arguments: m.Arguments}
+			items = append(items, item{role: "assistant", calls: []callRef{{id: call.ID, name: call.Name, args: call.Args()}}, key: key})
+		case m.Type == "function_call_output":
+			items = append(items, item{role: "tool", text: text(m.Output), callID: m.CallID, key: key})
+		case m.Type == "message" || m.Type == "" && m.Role != "":
+			items = append(items, item{role: role(m.Role), text: text(m.Content), key: key})
+		}
+	}
+	return items
 }
 
 // role maps a wire format's role to an item's.
@@ -155,24 +134,20 @@ func role(r string) string {
 }
 
 // text is a content's text: a string, or the text of its parts (a part
-// that is not text is named in brackets, [image]).
-func text(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		if len(raw) == 0 || string(raw) == "null" {
+// that is not text is named in brackets, [image]); a content that is
+// neither is shown as sent.
+func text(c modelcall.Content) string {
+	switch {
+	case c.IsText:
+		return c.Text
+	case !c.IsList || c.Malformed():
+		if len(c.Raw) == 0 || string(c.Raw) == "null" {
 			return ""
 		}
-		return string(raw)
+		return string(c.Raw)
 	}
 	var out []string
-	for _, p := range parts {
+	for _, p := range c.Parts {
 		switch p.Type {
 		case "text", "input_text", "output_text", "":
 			out = append(out, p.Text)
@@ -181,15 +156,4 @@ func text(raw json.RawMessage) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-func jsonArgs(s string) any {
-	if s == "" {
-		return map[string]any{}
-	}
-	var v any
-	if json.Unmarshal([]byte(s), &v) != nil {
-		return s
-	}
-	return v
 }

@@ -12,8 +12,8 @@ import (
 	"path"
 	"strings"
 
-	"github.com/troupebench/troupe/llm"
-	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/modelcall"
+	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
 
@@ -47,82 +47,139 @@ var ErrNotTrial = errors.New("not a trial folder: no result.json or relay/member
 // relay/members.json while the trial has no result), each agent's
 // conversation record and call log, and the channel's transcript.
 func Trial(dir string) (Export, error) {
-	return TrialLimits(dir, llm.RecordLimits{})
+	return TrialLimits(dir, modelcall.RecordLimits{})
 }
 
 // TrialLimits is Trial reading each conversation record within lim: a
 // record is read a call at a time, and a call or a record that would
 // expand past lim fails the export with the record's name
-// (*llm.ExpansionError).
-func TrialLimits(dir string, lim llm.RecordLimits) (Export, error) {
+// (*modelcall.ExpansionError).
+func TrialLimits(dir string, lim modelcall.RecordLimits) (Export, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return Export{}, err
 	}
 	defer root.Close()
-	var res trial.Result
-	resErr := readJSON(root, trialdir.Result, &res)
-	var members []Member
-	memErr := readJSON(root, trialdir.Members, &members)
+	tm, err := readTeam(root)
+	if err != nil {
+		return Export{}, err
+	}
+	var x Export
+	for _, a := range tm.agents {
+		if err := x.addAgent(root, a, tm.res.TrialID, lim); err != nil {
+			return x, err
+		}
+	}
+	team, err := teamTrajectory(root, tm, &x)
+	if err != nil {
+		return x, err
+	}
+	x.Files = append(x.Files, File{Name: "team.json", Trajectory: team})
+	return x, nil
+}
+
+// result is what the export reads of a trial's result.json (written by
+// package trial, whose Result has every field): the trial's names and
+// its agents. Like report.Trial, it names only the fields it reads, so
+// that the export needs none of the trial's machinery.
+type result struct {
+	TrialID   string          `json:"troupe_trial_id"`
+	TrialName string          `json:"trial_name"`
+	TaskName  string          `json:"task_name"`
+	Condition string          `json:"condition"`
+	Version   string          `json:"troupe_version"`
+	Outcome   outcome.Outcome `json:"outcome"`
+	// Agents are the members that were agents, with what they ran and
+	// what they used.
+	Agents []struct {
+		Member
+		Endpoint    string           `json:"endpoint"`
+		Stack       string           `json:"stack"`
+		StackDigest string           `json:"stack_digest"`
+		Usage       modelcall.Totals `json:"usage"`
+	} `json:"agents"`
+}
+
+// team is who a trial's members were: its result (zero while the trial
+// has none), the agents to export, and the channel's members.
+type team struct {
+	res       result
+	hasResult bool
+	agents    []AgentInfo
+	members   []Member
+}
+
+// readTeam reads the team from result.json, or from relay/members.json
+// while the trial has no result.
+func readTeam(root *os.Root) (team, error) {
+	var tm team
+	resErr := readJSON(root, trialdir.Result, &tm.res)
+	memErr := readJSON(root, trialdir.Members, &tm.members)
 	for _, err := range []error{resErr, memErr} {
 		if errors.Is(err, errTooBig) {
-			return Export{}, err
+			return team{}, err
 		}
 	}
-	hasResult, hasMembers := resErr == nil, memErr == nil
-	if !hasResult && !hasMembers {
-		return Export{}, ErrNotTrial
+	tm.hasResult = resErr == nil
+	if !tm.hasResult && memErr != nil {
+		return team{}, ErrNotTrial
 	}
-	var agents []AgentInfo
-	if hasResult && len(res.Agents) > 0 {
+	res := tm.res
+	if tm.hasResult && len(res.Agents) > 0 {
 		for _, a := range res.Agents {
-			agents = append(agents, AgentInfo{ID: a.ID, Role: a.Role, Kind: a.Kind, Endpoint: a.Endpoint, Stack: a.Stack, StackDigest: a.StackDigest, Version: res.Version, Usage: ptr(a.Usage)})
+			tm.agents = append(tm.agents, AgentInfo{ID: a.ID, Role: a.Role, Kind: a.Kind, Endpoint: a.Endpoint, Stack: a.Stack, StackDigest: a.StackDigest, Version: res.Version, Usage: ptr(a.Usage)})
 		}
 	} else {
-		for _, m := range members {
+		for _, m := range tm.members {
 			if m.Kind != "user" {
-				agents = append(agents, AgentInfo{ID: m.ID, Role: m.Role, Kind: m.Kind, Version: res.Version})
+				tm.agents = append(tm.agents, AgentInfo{ID: m.ID, Role: m.Role, Kind: m.Kind, Version: res.Version})
 			}
 		}
 	}
-	if len(members) == 0 {
+	if len(tm.members) == 0 {
 		// A trial from before members.json: its agents; the user unknown.
 		for _, a := range res.Agents {
-			members = append(members, Member{ID: a.ID, Role: a.Role, Kind: a.Kind, Pubkey: a.Pubkey})
+			tm.members = append(tm.members, a.Member)
 		}
 	}
+	return tm, nil
+}
 
-	var x Export
-	for _, a := range agents {
-		if !safeID(a.ID) || a.ID == "team" {
-			x.Missing = append(x.Missing, Missing{a.ID, "its id cannot name a file beside team.json"})
-			continue
-		}
-		rec := path.Join("agents", a.ID, "llm-conversation.jsonl.gz")
-		meter, err := readMeter(root, path.Join("agents", a.ID, "llm-calls.jsonl"))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			x.Warnings = append(x.Warnings, fmt.Sprintf("agents/%s/llm-calls.jsonl: %v: metrics are the answers' usage", a.ID, err))
-		}
-		b, missing, err := readRecord(root, rec, lim, meter)
-		if errors.Is(err, fs.ErrNotExist) {
-			x.Missing = append(x.Missing, Missing{a.ID, "no conversation record (" + rec + "): the trial was run with --record meta or none"})
-			continue
-		}
-		if err != nil {
-			return x, fmt.Errorf("%s: %w", rec, err)
-		}
-		if missing > 0 {
-			x.Warnings = append(x.Warnings, fmt.Sprintf("%s: %d parts of requests were dropped by the record's bound", rec, missing))
-		}
-		if b.calls == 0 {
-			x.Missing = append(x.Missing, Missing{a.ID, "it made no model calls"})
-			continue
-		}
-		t := b.trajectory(a)
-		t.SessionID = res.TrialID
-		x.Files = append(x.Files, File{Name: a.ID + ".json", Trajectory: t, Calls: b.calls})
+// addAgent adds an agent's trajectory, built from its conversation record
+// and call log, or says why it has none.
+func (x *Export) addAgent(root *os.Root, a AgentInfo, trialID string, lim modelcall.RecordLimits) error {
+	if !safeID(a.ID) || a.ID == "team" {
+		x.Missing = append(x.Missing, Missing{a.ID, "its id cannot name a file beside team.json"})
+		return nil
 	}
+	rec := path.Join("agents", a.ID, "llm-conversation.jsonl.gz")
+	meter, err := readMeter(root, path.Join("agents", a.ID, "llm-calls.jsonl"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		x.Warnings = append(x.Warnings, fmt.Sprintf("agents/%s/llm-calls.jsonl: %v: metrics are the answers' usage", a.ID, err))
+	}
+	b, missing, err := readRecord(root, rec, lim, meter)
+	if errors.Is(err, fs.ErrNotExist) {
+		x.Missing = append(x.Missing, Missing{a.ID, "no conversation record (" + rec + "): the trial was run with --record meta or none"})
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", rec, err)
+	}
+	if missing > 0 {
+		x.Warnings = append(x.Warnings, fmt.Sprintf("%s: %d parts of requests were dropped by the record's bound", rec, missing))
+	}
+	if b.calls == 0 {
+		x.Missing = append(x.Missing, Missing{a.ID, "it made no model calls"})
+		return nil
+	}
+	t := b.trajectory(a)
+	t.SessionID = trialID
+	x.Files = append(x.Files, File{Name: a.ID + ".json", Trajectory: t, Calls: b.calls})
+	return nil
+}
 
+// teamTrajectory is the team channel's trajectory, from its transcript.
+func teamTrajectory(root *os.Root, tm team, x *Export) (Trajectory, error) {
 	tf, err := root.Open(trialdir.Transcript)
 	var tr io.Reader = strings.NewReader("")
 	switch {
@@ -132,19 +189,19 @@ func TrialLimits(dir string, lim llm.RecordLimits) (Export, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		x.Warnings = append(x.Warnings, trialdir.Transcript+": not found: the team trajectory has no messages")
 	default:
-		return x, err
+		return Trajectory{}, err
 	}
-	team, err := FromTranscript(tr, members, res.Version)
+	res := tm.res
+	t, err := FromTranscript(tr, tm.members, res.Version)
 	if err != nil {
-		return x, err
+		return Trajectory{}, err
 	}
-	team.SessionID = res.TrialID
-	team.Extra = map[string]any{"trial_name": res.TrialName, "task_name": res.TaskName, "condition": res.Condition, "outcome": string(res.Outcome)}
-	if !hasResult {
-		team.Extra = nil
+	t.SessionID = res.TrialID
+	t.Extra = map[string]any{"trial_name": res.TrialName, "task_name": res.TaskName, "condition": res.Condition, "outcome": string(res.Outcome)}
+	if !tm.hasResult {
+		t.Extra = nil
 	}
-	x.Files = append(x.Files, File{Name: "team.json", Trajectory: team})
-	return x, nil
+	return t, nil
 }
 
 // Write stores each file in dir, which it makes if need be, and returns
@@ -208,7 +265,7 @@ func readJSON(root *os.Root, name string, v any) error {
 
 // readRecord builds an agent's trajectory from its conversation record,
 // a call at a time.
-func readRecord(root *os.Root, name string, lim llm.RecordLimits, meter func(llm.Call) (llm.Record, bool)) (*builder, int, error) {
+func readRecord(root *os.Root, name string, lim modelcall.RecordLimits, meter func(modelcall.Call) (modelcall.Record, bool)) (*builder, int, error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return nil, 0, err
@@ -218,9 +275,9 @@ func readRecord(root *os.Root, name string, lim llm.RecordLimits, meter func(llm
 	if err != nil {
 		return nil, 0, err
 	}
-	rr := llm.NewRecordReader(zr, lim)
+	rr := modelcall.NewRecordReader(zr, lim)
 	b := newBuilder()
-	if err := rr.Each(func(c llm.Call) { b.call(c, meter) }); err != nil {
+	if err := rr.Each(func(c modelcall.Call) { b.call(c, meter) }); err != nil {
 		return nil, rr.Missing(), err
 	}
 	return b, rr.Missing(), nil
@@ -228,17 +285,17 @@ func readRecord(root *os.Root, name string, lim llm.RecordLimits, meter func(llm
 
 // readMeter reads an agent's call log and finds a recorded call's line in
 // it: both are stamped with the call's start.
-func readMeter(root *os.Root, name string) (func(llm.Call) (llm.Record, bool), error) {
+func readMeter(root *os.Root, name string) (func(modelcall.Call) (modelcall.Record, bool), error) {
 	f, err := root.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	byStart := map[int64][]llm.Record{}
+	byStart := map[int64][]modelcall.Record{}
 	sc := bufio.NewScanner(io.LimitReader(f, maxLogRead))
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
-		var r llm.Record
+		var r modelcall.Record
 		if json.Unmarshal(sc.Bytes(), &r) == nil && !r.Time.IsZero() {
 			k := r.Time.UnixNano()
 			byStart[k] = append(byStart[k], r)
@@ -247,10 +304,10 @@ func readMeter(root *os.Root, name string) (func(llm.Call) (llm.Record, bool), e
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	return func(c llm.Call) (llm.Record, bool) {
+	return func(c modelcall.Call) (modelcall.Record, bool) {
 		rs := byStart[c.Time.UnixNano()]
 		if len(rs) == 0 {
-			return llm.Record{}, false
+			return modelcall.Record{}, false
 		}
 		byStart[c.Time.UnixNano()] = rs[1:]
 		return rs[0], true

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
+	"github.com/troupebench/troupe/modelcall/modelcalltest"
 )
 
 func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration) {
@@ -101,27 +103,27 @@ func BenchmarkGatewayStreamFirstChunk(b *testing.B) {
 
 func benchReplay(b *testing.B, body string) {
 	up := benchUpstream(b)
-	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: up.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
+	g := New(Endpoints{"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: up.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
 	g.Getenv = func(string) string { return "sk-bench" }
 	if err := g.Open(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { g.Close(context.Background()) })
 	answer := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`
-	rewritten, _, _, err := rewriteBody(OpenAI, []byte(body), "m")
+	rewritten, _, _, err := rewriteBody(modelcall.OpenAI, []byte(body), "m")
 	if err != nil {
 		b.Fatal(err)
 	}
 	// Every call of the recording asks the same: the n-th call of the
 	// benchmark matches the n-th of the recording.
-	calls := make([]Call, 200000)
+	calls := make([]modelcall.Call, 200000)
 	for i := range calls {
-		calls[i] = Call{N: int64(i + 1), API: OpenAI, Status: 200, Request: rewritten, Answer: []byte(answer)}
+		calls[i] = modelcall.Call{N: int64(i + 1), API: modelcall.OpenAI, Status: 200, Request: rewritten, Answer: []byte(answer)}
 	}
 	for _, variant := range []string{"baseline", "replayed"} {
 		spec := TrialSpec{ID: "t-" + variant, Agents: []AgentSpec{{ID: "a-1", Endpoint: "oa", Log: io.Discard}}, Prices: map[string]manifest.Price{"oa": testPrice}}
 		if variant == "replayed" {
-			spec.Replay = &Replay{Calls: map[string][]Call{"a-1": calls}}
+			spec.Replay = &Replay{Calls: map[string][]modelcall.Call{"a-1": calls}}
 		}
 		trial, err := g.OpenTrial(spec)
 		if err != nil {
@@ -144,5 +146,5 @@ func BenchmarkReplayCall(b *testing.B) {
 // BenchmarkReplayCallLong: BenchmarkReplayCall for the last request of a
 // 200-call conversation (103 KB).
 func BenchmarkReplayCallLong(b *testing.B) {
-	benchReplay(b, string(synthetic(200)[199]))
+	benchReplay(b, string(modelcalltest.Conversation(200)[199]))
 }

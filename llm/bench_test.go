@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // benchUpstream answers chat completions instantly: a small JSON answer, or
@@ -43,7 +44,7 @@ func benchUpstream(b *testing.B) *httptest.Server {
 // route (path, under /v1): the upstream itself, or the gateway in front of it.
 func benchTargets(b *testing.B, path string) map[string][2]string {
 	up := benchUpstream(b)
-	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: up.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
+	g := New(Endpoints{"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: up.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
 	g.Getenv = func(string) string { return "sk-bench" }
 	if err := g.Open(context.Background()); err != nil {
 		b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // openLeadTrial opens a second trial on f's gateway, with a lead, writing
@@ -113,12 +114,12 @@ func TestSpentBudgetIsReportedAtOnce(t *testing.T) {
 			switch {
 			case !c.frozen && status != http.StatusOK:
 				t.Errorf("a worker's spent budget stopped %s: %d %s", other, status, typ)
-			case c.frozen && c.want.Agent != "" && (status != http.StatusGone || typ != ClassTrialEnded):
-				t.Errorf("%s's call after the lead's budget: %d %s, want 410 %s", other, status, typ, ClassTrialEnded)
-			case c.frozen && c.want.Agent == "" && (status != http.StatusTooManyRequests || typ != ClassBudgetExhausted):
-				t.Errorf("%s's call after the trial's budget: %d %s, want 429 %s", other, status, typ, ClassBudgetExhausted)
+			case c.frozen && c.want.Agent != "" && (status != http.StatusGone || typ != modelcall.ClassTrialEnded):
+				t.Errorf("%s's call after the lead's budget: %d %s, want 410 %s", other, status, typ, modelcall.ClassTrialEnded)
+			case c.frozen && c.want.Agent == "" && (status != http.StatusTooManyRequests || typ != modelcall.ClassBudgetExhausted):
+				t.Errorf("%s's call after the trial's budget: %d %s, want 429 %s", other, status, typ, modelcall.ClassBudgetExhausted)
 			}
-			if got := before.Spent != nil; got != c.frozen || before.Cause != map[bool]string{true: ClassBudgetExhausted, false: "test"}[c.frozen] {
+			if got := before.Spent != nil; got != c.frozen || before.Cause != map[bool]string{true: modelcall.ClassBudgetExhausted, false: "test"}[c.frozen] {
 				t.Errorf("the first freeze %+v (spent %+v); frozen by the budget: %v", before, before.Spent, c.frozen)
 			}
 			// A call after the trial's end is in no file of the trial; one a
@@ -186,7 +187,7 @@ func TestFreezeSettlesCallsInFlight(t *testing.T) {
 	if first := tr.Freeze(string("declared_done")); first.Cause != "declared_done" || first.Spent != nil {
 		t.Errorf("first freeze %+v", first)
 	}
-	if status, typ := chat(t, f.g, tr, "lead-1"); status != http.StatusGone || typ != ClassTrialEnded {
+	if status, typ := chat(t, f.g, tr, "lead-1"); status != http.StatusGone || typ != modelcall.ClassTrialEnded {
 		t.Errorf("a call after the freeze: %d %s", status, typ)
 	}
 	settled := make(chan int)
@@ -216,7 +217,7 @@ func TestFreezeSettlesCallsInFlight(t *testing.T) {
 	if len(recs) != 1 || recs[0].Uncounted || recs[0].CostUSD != wantCost || recs[0].ErrorClass != "" {
 		t.Errorf("lead-1's records %+v", recs)
 	}
-	if hung := f.records(t, "hang-1"); len(hung) != 1 || hung[0].ErrorClass != ClassDisconnect || hung[0].Uncounted {
+	if hung := f.records(t, "hang-1"); len(hung) != 1 || hung[0].ErrorClass != modelcall.ClassDisconnect || hung[0].Uncounted {
 		t.Errorf("hang-1's records %+v", hung)
 	}
 	perAgent, _ := tr.Usage()
@@ -270,7 +271,7 @@ func TestDoneLetsTurnsEnd(t *testing.T) {
 		t.Fatal("Settle returned before w-1's turn ended")
 	default:
 	}
-	if status, typ := chat(t, f.g, tr, "lead-1"); status != http.StatusGone || typ != ClassTrialEnded {
+	if status, typ := chat(t, f.g, tr, "lead-1"); status != http.StatusGone || typ != modelcall.ClassTrialEnded {
 		t.Errorf("a call that starts a turn after the DONE: %d %s", status, typ)
 	}
 	if status, _ := chat(t, f.g, tr, "w-1"); status != http.StatusOK {
@@ -284,7 +285,7 @@ func TestDoneLetsTurnsEnd(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 		t.Fatal("Settle did not return once the turns had ended")
 	}
-	if status, typ := chat(t, f.g, tr, "w-1"); status != http.StatusGone || typ != ClassTrialEnded {
+	if status, typ := chat(t, f.g, tr, "w-1"); status != http.StatusGone || typ != modelcall.ClassTrialEnded {
 		t.Errorf("w-1's call after its turn ended: %d %s", status, typ)
 	}
 	if perAgent, _ := tr.Usage(); perAgent["w-1"].Calls != 2 || perAgent["lead-1"].Calls != 1 {
@@ -302,7 +303,7 @@ func TestDoneLetsTurnsEnd(t *testing.T) {
 	if took := time.Since(start); took < 300*time.Millisecond || took > 2*time.Second {
 		t.Errorf("Settle took %s for a turn that did not go on, grace 400ms", took)
 	}
-	if status, typ := chat(t, f.g, tr, "w-1"); status != http.StatusGone || typ != ClassTrialEnded {
+	if status, typ := chat(t, f.g, tr, "w-1"); status != http.StatusGone || typ != modelcall.ClassTrialEnded {
 		t.Errorf("w-1's call after the grace: %d %s", status, typ)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // agentCall is one agent's call, made in the background with a raw
@@ -21,12 +23,12 @@ type agentCall struct {
 	ended  chan string   // how the call ended, for the agent
 }
 
-func startCall(t *testing.T, f *fixture, agent string, api API, stream bool) *agentCall {
+func startCall(t *testing.T, f *fixture, agent string, api modelcall.API, stream bool) *agentCall {
 	t.Helper()
 	ctx, hangUp := context.WithCancel(t.Context())
 	t.Cleanup(hangUp)
 	a := &agentCall{hangUp: hangUp, first: make(chan struct{}), ended: make(chan string, 1)}
-	path := map[API]string{OpenAI: "/v1/chat/completions", OpenAIResponses: "/v1/responses", Anthropic: "/v1/messages"}[api]
+	path := map[modelcall.API]string{modelcall.OpenAI: "/v1/chat/completions", modelcall.OpenAIResponses: "/v1/responses", modelcall.Anthropic: "/v1/messages"}[api]
 	// A body every format reads: the Responses API's input, the others' messages.
 	body := fmt.Sprintf(`{"model":"x","stream":%t,"max_tokens":5,"messages":[{"role":"user","content":"hi"}],"input":"hi"}`, stream)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.g.URL()+path, strings.NewReader(body))
@@ -83,7 +85,7 @@ func TestTrialCloseEndsCallsPromptly(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		agent    AgentSpec
-		api      API
+		api      modelcall.API
 		stream   bool
 		fault    *Fault
 		upstream func(gone <-chan struct{}) http.HandlerFunc
@@ -93,17 +95,17 @@ func TestTrialCloseEndsCallsPromptly(t *testing.T) {
 		// usage: the upstream still reports usage, which Close must wait for.
 		usage bool
 	}{
-		{name: "mock hang, agent waiting", agent: AgentSpec{ID: "a-1", Role: "hang", Endpoint: "mock/stuck"}, api: OpenAI},
-		{name: "mock hang, agent gone", agent: AgentSpec{ID: "a-1", Role: "hang", Endpoint: "mock/stuck"}, api: Anthropic, hangUp: true},
-		{name: "mock stream stalled, agent waiting", agent: AgentSpec{ID: "a-1", Role: "stall", Endpoint: "mock/stuck"}, api: OpenAI, stream: true},
-		{name: "mock stream stalled, agent gone", agent: AgentSpec{ID: "a-1", Role: "stall", Endpoint: "mock/stuck"}, api: OpenAI, stream: true, hangUp: true},
-		{name: "mock Responses hang, agent waiting", agent: AgentSpec{ID: "a-1", Role: "hang", Endpoint: "mock/stuck"}, api: OpenAIResponses},
-		{name: "mock Responses stream stalled, agent gone", agent: AgentSpec{ID: "a-1", Role: "stall", Endpoint: "mock/stuck"}, api: OpenAIResponses, stream: true, hangUp: true},
-		{name: "injected hang, agent waiting", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: OpenAI, fault: &Fault{Hang: true}},
-		{name: "injected delay, agent gone", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: OpenAI, fault: &Fault{Delay: time.Hour}, hangUp: true},
-		{name: "upstream never answers, agent waiting", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: OpenAI, upstream: neverAnswers},
-		{name: "upstream never answers, agent gone", agent: AgentSpec{ID: "a-1", Endpoint: "an"}, api: Anthropic, stream: true, upstream: neverAnswers, hangUp: true},
-		{name: "usage 300 ms after the agent hung up", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: OpenAI, stream: true, upstream: lateUsage, hangUp: true, usage: true},
+		{name: "mock hang, agent waiting", agent: AgentSpec{ID: "a-1", Role: "hang", Endpoint: "mock/stuck"}, api: modelcall.OpenAI},
+		{name: "mock hang, agent gone", agent: AgentSpec{ID: "a-1", Role: "hang", Endpoint: "mock/stuck"}, api: modelcall.Anthropic, hangUp: true},
+		{name: "mock stream stalled, agent waiting", agent: AgentSpec{ID: "a-1", Role: "stall", Endpoint: "mock/stuck"}, api: modelcall.OpenAI, stream: true},
+		{name: "mock stream stalled, agent gone", agent: AgentSpec{ID: "a-1", Role: "stall", Endpoint: "mock/stuck"}, api: modelcall.OpenAI, stream: true, hangUp: true},
+		{name: "mock Responses hang, agent waiting", agent: AgentSpec{ID: "a-1", Role: "hang", Endpoint: "mock/stuck"}, api: modelcall.OpenAIResponses},
+		{name: "mock Responses stream stalled, agent gone", agent: AgentSpec{ID: "a-1", Role: "stall", Endpoint: "mock/stuck"}, api: modelcall.OpenAIResponses, stream: true, hangUp: true},
+		{name: "injected hang, agent waiting", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: modelcall.OpenAI, fault: &Fault{Hang: true}},
+		{name: "injected delay, agent gone", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: modelcall.OpenAI, fault: &Fault{Delay: time.Hour}, hangUp: true},
+		{name: "upstream never answers, agent waiting", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: modelcall.OpenAI, upstream: neverAnswers},
+		{name: "upstream never answers, agent gone", agent: AgentSpec{ID: "a-1", Endpoint: "an"}, api: modelcall.Anthropic, stream: true, upstream: neverAnswers, hangUp: true},
+		{name: "usage 300 ms after the agent hung up", agent: AgentSpec{ID: "a-1", Endpoint: "oa"}, api: modelcall.OpenAI, stream: true, upstream: lateUsage, hangUp: true, usage: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.agent)
@@ -154,8 +156,8 @@ func TestTrialCloseEndsCallsPromptly(t *testing.T) {
 			if took > time.Second {
 				t.Errorf("Close took %v for a call that can bring no usage figure", took)
 			}
-			if r.ErrorClass != ClassDisconnect {
-				t.Errorf("record %+v, want class %s", r, ClassDisconnect)
+			if r.ErrorClass != modelcall.ClassDisconnect {
+				t.Errorf("record %+v, want class %s", r, modelcall.ClassDisconnect)
 			}
 			if !tc.hangUp {
 				select {
@@ -173,7 +175,7 @@ func TestTrialCloseEndsCallsPromptly(t *testing.T) {
 // on a trial nobody closed (troupe gateway, a crashed trial) stops at once.
 func TestGatewayCloseEndsCallsPromptly(t *testing.T) {
 	f := newFixture(t, AgentSpec{ID: "a-1", Role: "hang", Endpoint: "mock/stuck"})
-	call := startCall(t, f, "a-1", OpenAI, false)
+	call := startCall(t, f, "a-1", modelcall.OpenAI, false)
 	waitInFlight(t, f.trial)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
@@ -184,7 +186,7 @@ func TestGatewayCloseEndsCallsPromptly(t *testing.T) {
 	if err != nil || took > time.Second {
 		t.Errorf("Gateway.Close took %v: %v", took, err)
 	}
-	if recs := f.records(t, "a-1"); len(recs) != 1 || recs[0].ErrorClass != ClassDisconnect {
+	if recs := f.records(t, "a-1"); len(recs) != 1 || recs[0].ErrorClass != modelcall.ClassDisconnect {
 		t.Errorf("records %+v", recs)
 	}
 	select {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // stuckScenario has calls that never end by themselves: a hang, and a
@@ -64,7 +66,7 @@ func TestRequestCutMidSend(t *testing.T) {
 	resp.Body.Close()
 	waitRecords(t, f, "a-1", 2)
 	recs := f.records(t, "a-1")
-	if cut := recs[0]; cut.RequestArrived() || cut.ErrorClass != ClassDisconnect || cut.Asked != nil {
+	if cut := recs[0]; cut.RequestArrived() || cut.ErrorClass != modelcall.ClassDisconnect || cut.Asked != nil {
 		t.Errorf("the cut request's record %+v", cut)
 	}
 	if whole := recs[1]; !whole.RequestArrived() || whole.Asked == nil {

@@ -7,24 +7,13 @@ import (
 	"strings"
 
 	"github.com/troupebench/troupe/internal/yaml11"
+	"github.com/troupebench/troupe/modelcall"
 )
 
-// API is the wire format an endpoint speaks.
-type API string
-
-// The wire formats troupe's gateway speaks. Mock plays a scripted scenario,
-// so trials run offline and deterministically.
-const (
-	OpenAI    API = "openai"
-	Anthropic API = "anthropic"
-	Mock      API = "mock"
-)
-
-// OpenAIResponses is the wire format of a call to /v1/responses, OpenAI's
-// Responses API (Codex speaks it). It is a call's API, as records name it,
-// never an endpoint's: an openai endpoint forwards it to its upstream's
-// /v1/responses, a mock answers it, an anthropic endpoint refuses it.
-const OpenAIResponses API = "openai-responses"
+// Mock is the wire format of an endpoint that plays a scripted scenario
+// (a Scenario), so trials run offline and deterministically. It is an
+// endpoint's, never a call's: a mock answers calls in every format.
+const Mock modelcall.API = "mock"
 
 // MockPrefix marks an endpoint name that needs no configuration: mock/<name>
 // plays the scenario called <name>.
@@ -35,7 +24,7 @@ const MockPrefix = "mock/"
 // read by the gateway when it starts.
 type Endpoint struct {
 	Name string
-	API  API
+	API  modelcall.API
 	// BaseURL is the upstream's URL (openai, anthropic); empty for mock.
 	BaseURL string
 	// APIKeyEnv names the variable holding the key; empty sends no key (a
@@ -81,6 +70,8 @@ func ParseEndpoints(d *yaml11.Decoder, n *yaml11.Node, path string) Endpoints {
 	return out
 }
 
+// parseEndpoint reads one endpoint; false when it has a problem (recorded
+// in d).
 func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) (Endpoint, bool) {
 	before := d.Count()
 	ep := Endpoint{Name: name}
@@ -88,9 +79,9 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 	ok := d.Struct(n, path, []yaml11.Field{
 		{Name: "api", Required: true, Decode: func(n *yaml11.Node, path string) {
 			s, ok := d.String(n, path)
-			switch API(s) {
-			case OpenAI, Anthropic, Mock:
-				ep.API = API(s)
+			switch modelcall.API(s) {
+			case modelcall.OpenAI, modelcall.Anthropic, Mock:
+				ep.API = modelcall.API(s)
 			default:
 				if ok {
 					d.Errorf(n, path, "must be openai, anthropic or mock; found %q", s)
@@ -99,32 +90,11 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 		}},
 		{Name: "base_url", Decode: func(n *yaml11.Node, path string) {
 			baseURL = n
-			s, ok := d.String(n, path)
-			if !ok {
-				return
-			}
-			u, err := url.Parse(s)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				d.Errorf(n, path, "must be an http:// or https:// URL such as https://api.openai.com/v1; found %q", s)
-				return
-			}
-			if u.User != nil {
-				d.Errorf(n, path, "must not carry credentials; name the variable that holds the key with api_key_env")
-				return
-			}
-			ep.BaseURL = strings.TrimSuffix(s, "/")
+			ep.BaseURL = parseBaseURL(d, n, path)
 		}},
 		{Name: "api_key_env", Decode: func(n *yaml11.Node, path string) {
 			keyEnv = n
-			s, ok := d.String(n, path)
-			if !ok {
-				return
-			}
-			if !envName.MatchString(s) {
-				d.Errorf(n, path, "must name an environment variable (letters, digits, _), such as OPENAI_API_KEY; never put the key itself in a file")
-				return
-			}
-			ep.APIKeyEnv = s
+			ep.APIKeyEnv = parseKeyEnv(d, n, path)
 		}},
 		{Name: "model", Decode: func(n *yaml11.Node, path string) {
 			if s, ok := d.String(n, path); ok {
@@ -147,7 +117,7 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 		return ep, false
 	}
 	switch ep.API {
-	case OpenAI, Anthropic:
+	case modelcall.OpenAI, modelcall.Anthropic:
 		if baseURL == nil {
 			d.Errorf(n, path, "an %s endpoint needs base_url", ep.API)
 		}
@@ -169,6 +139,39 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 		ep.Model = name
 	}
 	return ep, d.Count() == before
+}
+
+// parseBaseURL reads an upstream's base_url: an http or https URL with no
+// credentials, without its trailing slash; "" when it is none.
+func parseBaseURL(d *yaml11.Decoder, n *yaml11.Node, path string) string {
+	s, ok := d.String(n, path)
+	if !ok {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		d.Errorf(n, path, "must be an http:// or https:// URL such as https://api.openai.com/v1; found %q", s)
+		return ""
+	}
+	if u.User != nil {
+		d.Errorf(n, path, "must not carry credentials; name the variable that holds the key with api_key_env")
+		return ""
+	}
+	return strings.TrimSuffix(s, "/")
+}
+
+// parseKeyEnv reads api_key_env: the name of an environment variable,
+// never a key; "" when it is none.
+func parseKeyEnv(d *yaml11.Decoder, n *yaml11.Node, path string) string {
+	s, ok := d.String(n, path)
+	if !ok {
+		return ""
+	}
+	if !envName.MatchString(s) {
+		d.Errorf(n, path, "must name an environment variable (letters, digits, _), such as OPENAI_API_KEY; never put the key itself in a file")
+		return ""
+	}
+	return s
 }
 
 // String describes an endpoint for logs and messages; it never holds a key.

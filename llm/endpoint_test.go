@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/troupebench/troupe/internal/yaml11"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 func parse(t *testing.T, doc string) (Endpoints, error) {
@@ -33,8 +34,8 @@ func TestParseEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Endpoints{
-		"databricks-claude-opus-5": {Name: "databricks-claude-opus-5", API: Anthropic, BaseURL: "https://example.cloud.databricks.com/serving-endpoints", APIKeyEnv: "DATABRICKS_TOKEN", Model: "claude-opus-5"},
-		"gpt-5.6-luna":             {Name: "gpt-5.6-luna", API: OpenAI, BaseURL: "http://127.0.0.1:8000/v1", Model: "gpt-5.6-luna"},
+		"databricks-claude-opus-5": {Name: "databricks-claude-opus-5", API: modelcall.Anthropic, BaseURL: "https://example.cloud.databricks.com/serving-endpoints", APIKeyEnv: "DATABRICKS_TOKEN", Model: "claude-opus-5"},
+		"gpt-5.6-luna":             {Name: "gpt-5.6-luna", API: modelcall.OpenAI, BaseURL: "http://127.0.0.1:8000/v1", Model: "gpt-5.6-luna"},
 		"mock/lead":                {Name: "mock/lead", API: Mock, Model: "mock/lead", Scenario: "examples/scenarios/hello-team.yaml"},
 		"mock/plain":               {Name: "mock/plain", API: Mock, Model: "mock/plain", Scenario: "plain"},
 	}
@@ -85,7 +86,7 @@ func TestLookup(t *testing.T) {
 			t.Errorf("%q resolved without configuration", name)
 		}
 	}
-	if s := (Endpoint{Name: "a", API: OpenAI, BaseURL: "http://x", APIKeyEnv: "K", Model: "m"}).String(); s != "a (openai at http://x, model m, key from $K)" {
+	if s := (Endpoint{Name: "a", API: modelcall.OpenAI, BaseURL: "http://x", APIKeyEnv: "K", Model: "m"}).String(); s != "a (openai at http://x, model m, key from $K)" {
 		t.Errorf("String() = %q", s)
 	}
 }

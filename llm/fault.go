@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // Fault disturbs calls, for tests and chaos conditions, in front of any
@@ -105,13 +107,13 @@ func (f *faultState) apply(w http.ResponseWriter, c *call) bool {
 // errorType is the error type the providers use for a status.
 func errorType(status int) string {
 	switch classifyStatus(status) {
-	case ClassRateLimit:
+	case modelcall.ClassRateLimit:
 		return "rate_limit_error"
-	case ClassOverloaded:
+	case modelcall.ClassOverloaded:
 		return "overloaded_error"
-	case ClassAuth:
+	case modelcall.ClassAuth:
 		return "authentication_error"
-	case ClassBadRequest:
+	case modelcall.ClassBadRequest:
 		return "invalid_request_error"
 	}
 	return "api_error"

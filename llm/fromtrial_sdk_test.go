@@ -13,11 +13,12 @@ import (
 	"testing/fstest"
 
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // recordCalls opens a trial whose agents play scenario (mock/<name>), makes
 // two calls per format, and returns each agent's recorded calls.
-func recordCalls(t *testing.T, g *Gateway, name string) map[string][]Call {
+func recordCalls(t *testing.T, g *Gateway, name string) map[string][]modelcall.Call {
 	t.Helper()
 	var specs []AgentSpec
 	recs := map[string]*lockedBuffer{}
@@ -49,9 +50,9 @@ func recordCalls(t *testing.T, g *Gateway, name string) map[string][]Call {
 			}
 		}
 	}
-	out := map[string][]Call{}
+	out := map[string][]modelcall.Call{}
 	for _, f := range formats {
-		calls, missing, err := ReadConversation(bytes.NewReader(recs[f.name].Bytes()))
+		calls, missing, err := modelcall.ReadConversation(bytes.NewReader(recs[f.name].Bytes()))
 		if err != nil || missing != 0 || len(calls) != 2 {
 			t.Fatalf("%s: %d calls, %d missing, %v", f.name, len(calls), missing, err)
 		}
@@ -68,7 +69,7 @@ func TestScenarioFromRecording(t *testing.T) {
 	scenarios := fstest.MapFS{"replay.yaml": {Data: []byte(replayScenario)}}
 	f.g.Scenarios = scenarios
 	first := recordCalls(t, f.g, "replay")
-	describe := func(a Answer) string {
+	describe := func(a modelcall.Answer) string {
 		return fmt.Sprintf("text %q tools %v usage %d/%d", a.Text, a.ToolCalls, a.Usage.Input, a.Usage.Output)
 	}
 	want := []string{
@@ -77,7 +78,7 @@ func TestScenarioFromRecording(t *testing.T) {
 	}
 	for name, calls := range first {
 		for i, c := range calls {
-			if got := describe(AnswerOf(c)); got != want[i] {
+			if got := describe(modelcall.AnswerOf(c)); got != want[i] {
 				t.Errorf("%s call %d: %s\nwant %s", name, i+1, got, want[i])
 			}
 		}
@@ -93,7 +94,7 @@ func TestScenarioFromRecording(t *testing.T) {
 	again := recordCalls(t, f.g, "made")
 	for name, calls := range again {
 		for i, c := range calls {
-			if got, was := describe(AnswerOf(c)), describe(AnswerOf(first[name][i])); got != was {
+			if got, was := describe(modelcall.AnswerOf(c)), describe(modelcall.AnswerOf(first[name][i])); got != was {
 				t.Errorf("%s call %d played again: %s\nrecorded %s", name, i+1, got, was)
 			}
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 func (f *fixture) openai(agent string) *openai.Client {
@@ -83,7 +84,7 @@ func TestOpenAIThroughGateway(t *testing.T) {
 	}
 	for i, r := range recs {
 		if r.Status != 200 || r.InputTokens != 1000 || r.CachedTokens != 400 || r.OutputTokens != 200 ||
-			r.CachedSource != CachedReported || math.Abs(r.CostUSD-wantCost) > 1e-12 || r.ErrorClass != "" ||
+			r.CachedSource != modelcall.CachedReported || math.Abs(r.CostUSD-wantCost) > 1e-12 || r.ErrorClass != "" ||
 			r.Model != "upstream-model-o" || r.Stream != (i == 1) || r.TTFBMS <= 0 || r.LatencyMS < r.TTFBMS {
 			t.Errorf("record %d: %+v", i, r)
 		}
@@ -118,7 +119,7 @@ func TestAnthropicThroughGateway(t *testing.T) {
 		t.Errorf("stream gave %+v", acc)
 	}
 	for i, r := range f.records(t, "a-1") {
-		if r.Status != 200 || r.InputTokens != 1000 || r.CachedTokens != 400 || r.OutputTokens != 200 || math.Abs(r.CostUSD-wantCost) > 1e-12 || r.API != Anthropic {
+		if r.Status != 200 || r.InputTokens != 1000 || r.CachedTokens != 400 || r.OutputTokens != 200 || math.Abs(r.CostUSD-wantCost) > 1e-12 || r.API != modelcall.Anthropic {
 			t.Errorf("record %d: %+v", i, r)
 		}
 	}
@@ -133,7 +134,7 @@ func TestCachedFallbackToCacheReadRate(t *testing.T) {
 	}
 	r := f.records(t, "a-1")[0]
 	// 1000 × 0.25 = 250 estimated cached: (750 × 2 + 250 × 0.5 + 200 × 10) / 1e6
-	if r.CachedSource != CachedEstimated || r.CachedTokens != 250 || math.Abs(r.CostUSD-0.003625) > 1e-12 {
+	if r.CachedSource != modelcall.CachedEstimated || r.CachedTokens != 250 || math.Abs(r.CostUSD-0.003625) > 1e-12 {
 		t.Errorf("record %+v", r)
 	}
 }
@@ -191,7 +192,7 @@ func TestBudgets(t *testing.T) {
 		t.Errorf("exhaustion %+v", e)
 	}
 	recs := f.records(t, "calls-1")
-	if last := recs[len(recs)-1]; last.ErrorClass != ClassBudgetExhausted || last.Status != 429 || last.CostUSD != 0 || !last.Uncounted || recs[0].Uncounted {
+	if last := recs[len(recs)-1]; last.ErrorClass != modelcall.ClassBudgetExhausted || last.Status != 429 || last.CostUSD != 0 || !last.Uncounted || recs[0].Uncounted {
 		t.Errorf("refusal record %+v", last)
 	}
 
@@ -214,7 +215,7 @@ func TestBudgets(t *testing.T) {
 
 func TestTrialCostCap(t *testing.T) {
 	up := newUpstream(t)
-	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
+	g := New(Endpoints{"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
 	g.Getenv = func(string) string { return realKey }
 	if err := g.Open(t.Context()); err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func TestUpstreamErrorsPassThrough(t *testing.T) {
 	for _, tt := range []struct {
 		status int
 		class  string
-	}{{429, ClassRateLimit}, {503, ClassOverloaded}, {529, ClassOverloaded}, {500, ClassUpstream5xx}, {400, ClassBadRequest}} {
+	}{{429, modelcall.ClassRateLimit}, {503, modelcall.ClassOverloaded}, {529, modelcall.ClassOverloaded}, {500, modelcall.ClassUpstream5xx}, {400, modelcall.ClassBadRequest}} {
 		f.up.status.Store(int32(tt.status))
 		_, err := f.openai("a-1").Chat.Completions.New(t.Context(), chatParams)
 		if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != tt.status || oerr.Response.Header.Get("Retry-After") != "7" {
@@ -292,7 +293,7 @@ func TestFaults(t *testing.T) {
 		t.Errorf("cut stream: %d chunks, err %v", chunks, stream.Err())
 	}
 	recs := f.records(t, "a-1")
-	if r := recs[1]; r.ErrorClass != ClassDisconnect || !strings.Contains(r.Fault, "cut after 1 events") {
+	if r := recs[1]; r.ErrorClass != modelcall.ClassDisconnect || !strings.Contains(r.Fault, "cut after 1 events") {
 		t.Errorf("cut record %+v", r)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
@@ -305,7 +306,7 @@ func TestFaults(t *testing.T) {
 		t.Errorf("delay: %v after %v", err, time.Since(start))
 	}
 	waitRecords(t, f, "b-1", 2)
-	if r := f.records(t, "b-1")[0]; r.ErrorClass != ClassDisconnect || r.Fault != "hang" {
+	if r := f.records(t, "b-1")[0]; r.ErrorClass != modelcall.ClassDisconnect || r.Fault != "hang" {
 		t.Errorf("hang record %+v", r)
 	}
 }
@@ -413,7 +414,7 @@ func TestMockSpeaksAnthropicAndCuts(t *testing.T) {
 		t.Error("a scripted cut must end the stream with an error")
 	}
 	recs := f.records(t, "s-1")
-	if recs[0].ErrorClass != ClassDisconnect {
+	if recs[0].ErrorClass != modelcall.ClassDisconnect {
 		t.Errorf("cut record %+v", recs[0])
 	}
 }
@@ -496,7 +497,7 @@ func TestTrialCloseRecordsCallsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := f.records(t, "a-1")
-	if len(recs) != 1 || recs[0].ErrorClass != ClassDisconnect || !strings.Contains(recs[0].Error, "the trial ended during an injected delay") {
+	if len(recs) != 1 || recs[0].ErrorClass != modelcall.ClassDisconnect || !strings.Contains(recs[0].Error, "the trial ended during an injected delay") {
 		t.Errorf("Close returned with records %+v, want the call in flight recorded as ended by the trial", recs)
 	}
 	if oerr, ok := errors.AsType[*openai.Error](<-done); !ok || oerr.StatusCode != http.StatusBadGateway || !strings.Contains(oerr.Message, "the trial ended") {

@@ -20,7 +20,26 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
+
+// lockedBuffer is a conversation record the test reads back.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
 
 // realKey stands for a provider key: it must reach the upstream and nowhere
 // else.
@@ -216,8 +235,8 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 	up := newUpstream(t)
 	f := &fixture{up: up, logs: t.TempDir(), logBuf: &syncBuffer{}}
 	f.g = New(Endpoints{
-		"oa": {Name: "oa", API: OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "TEST_OA_KEY", Model: "upstream-model-o"},
-		"an": {Name: "an", API: Anthropic, BaseURL: up.srv.URL, APIKeyEnv: "TEST_AN_KEY", Model: "upstream-model-a"},
+		"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "TEST_OA_KEY", Model: "upstream-model-o"},
+		"an": {Name: "an", API: modelcall.Anthropic, BaseURL: up.srv.URL, APIKeyEnv: "TEST_AN_KEY", Model: "upstream-model-a"},
 	})
 	f.g.Getenv = func(k string) string { return map[string]string{"TEST_OA_KEY": realKey, "TEST_AN_KEY": realKey}[k] }
 	f.g.Scenarios = fstest.MapFS{"script.yaml": {Data: []byte(testScenario)}, "stuck.yaml": {Data: []byte(stuckScenario)}, "responses.yaml": {Data: []byte(responsesScenario)}}
@@ -255,15 +274,15 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 }
 
 // records reads an agent's call log.
-func (f *fixture) records(t *testing.T, agent string) []Record {
+func (f *fixture) records(t *testing.T, agent string) []modelcall.Record {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(f.logs, agent+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Record
+	var out []modelcall.Record
 	for line := range bytes.Lines(data) {
-		var r Record
+		var r modelcall.Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("record %q: %v", line, err)
 		}
@@ -285,7 +304,7 @@ func waitRecords(t *testing.T, f *fixture, agent string, n int) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: "http://x", APIKeyEnv: "TROUPE_TEST_MISSING_KEY"}})
+	g := New(Endpoints{"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: "http://x", APIKeyEnv: "TROUPE_TEST_MISSING_KEY"}})
 	g.Getenv = func(string) string { return "" }
 	err := g.Open(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "environment variable TROUPE_TEST_MISSING_KEY is not set") {
@@ -315,7 +334,7 @@ func TestStreamEventsAreFlushedOneByOne(t *testing.T) {
 		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
 	}))
 	defer up.Close()
-	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: up.URL, Model: "m"}})
+	g := New(Endpoints{"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: up.URL, Model: "m"}})
 	if err := g.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}

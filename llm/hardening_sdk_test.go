@@ -21,6 +21,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // Concurrent calls cannot exceed max_calls: each is counted when admitted.
@@ -111,7 +112,7 @@ func TestUnreachableUpstream(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: "http://" + addr + "/v1", Model: "m"}})
+	g := New(Endpoints{"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: "http://" + addr + "/v1", Model: "m"}})
 	if err := g.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +128,9 @@ func TestUnreachableUpstream(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 	trial.Close(context.Background())
-	var r Record
+	var r modelcall.Record
 	json.Unmarshal(log.Bytes(), &r)
-	if r.ErrorClass != ClassUnreachable || r.Status != 502 {
+	if r.ErrorClass != modelcall.ClassUnreachable || r.Status != 502 {
 		t.Errorf("record %+v", r)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // answer is the upstream's usual non-streamed chat completion.
@@ -50,7 +51,7 @@ func TestNullStreamOptions(t *testing.T) {
 		}
 	}
 	recs := f.records(t, "a-1")
-	if len(recs) != 3 || recs[0].InputTokens != 5 || recs[2].Status != 400 || recs[2].ErrorClass != ClassBadRequest {
+	if len(recs) != 3 || recs[0].InputTokens != 5 || recs[2].Status != 400 || recs[2].ErrorClass != modelcall.ClassBadRequest {
 		t.Errorf("records %+v", recs)
 	}
 }
@@ -89,7 +90,7 @@ func TestHangingUpBeforeTheUsageIsStillMetered(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if recs := f.records(t, "a-1"); len(recs) == 1 {
-			if r := recs[0]; r.InputTokens != 1000 || r.OutputTokens != 200 || r.ErrorClass != ClassDisconnect {
+			if r := recs[0]; r.InputTokens != 1000 || r.OutputTokens != 200 || r.ErrorClass != modelcall.ClassDisconnect {
 				t.Errorf("record %+v", r)
 			}
 			break
@@ -145,7 +146,7 @@ func TestNoAnthropicWorkspace(t *testing.T) {
 // share.
 func TestStalledConnectionsEnd(t *testing.T) {
 	up := newUpstream(t)
-	g := New(Endpoints{"oa": {Name: "oa", API: OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
+	g := New(Endpoints{"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "K", Model: "m"}})
 	g.Getenv = func(string) string { return realKey }
 	g.BodyTimeout, g.IdleTimeout = 300*time.Millisecond, 300*time.Millisecond
 	if err := g.Open(t.Context()); err != nil {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // mockTransport answers mock endpoints' calls in process, from the calling
@@ -19,12 +21,6 @@ import (
 // hang inside Read, so a mock call runs no goroutine of its own.
 type mockTransport struct {
 	now func() time.Time
-}
-
-// mockRequest is what the mock reads from either API's request.
-type mockRequest struct {
-	lastRole, lastText string
-	inputChars         int
 }
 
 func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -35,7 +31,7 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	req, err := parseMockRequest(c.api, body)
+	req, err := modelcall.ReadPrompt(c.api, body)
 	if err != nil {
 		return mockError(r, c.api, http.StatusBadRequest, "invalid_request_error", err.Error(), 0), nil
 	}
@@ -44,7 +40,7 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)),
 			ContentLength: int64(len(b)), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
 	}
-	step, err := cur.take(req.lastRole, req.lastText)
+	step, err := cur.take(req.LastRole, req.LastText)
 	if es, ok := errors.AsType[*errScript](err); ok {
 		return mockError(r, c.api, http.StatusInternalServerError, es.code, es.msg, 0), nil
 	}
@@ -61,7 +57,7 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return mockError(r, c.api, e.Status, errorType(e.Status), msg, e.RetryAfter), nil
 	}
 	facts := cur.facts // a copy: calls of one agent may overlap
-	facts.Last = req.lastText
+	facts.Last = req.LastText
 	reply, err := cur.render(step.Reply, facts)
 	if err != nil {
 		return mockError(r, c.api, http.StatusInternalServerError, "mock_template_error", err.Error(), 0), nil
@@ -111,7 +107,7 @@ func wait(ctx context.Context, d time.Duration) error {
 }
 
 // mockError is an error response in the API's shape.
-func mockError(r *http.Request, api API, status int, typ, msg string, retryAfter time.Duration) *http.Response {
+func mockError(r *http.Request, api modelcall.API, status int, typ, msg string, retryAfter time.Duration) *http.Response {
 	rec := &headerRecorder{header: http.Header{}}
 	writeError(rec, api, status, typ, msg)
 	if retryAfter > 0 {
@@ -131,72 +127,11 @@ func (h *headerRecorder) Header() http.Header         { return h.header }
 func (h *headerRecorder) Write(b []byte) (int, error) { return h.body.Write(b) }
 func (h *headerRecorder) WriteHeader(int)             {}
 
-// parseMockRequest finds the last message (its role and text) and the size
-// of the whole input.
-func parseMockRequest(api API, body []byte) (mockRequest, error) {
-	if api == OpenAIResponses {
-		return parseResponsesRequest(body)
-	}
-	var req struct {
-		System   json.RawMessage `json:"system"`
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return mockRequest{}, fmt.Errorf("the mock cannot read the request: %v", err)
-	}
-	if len(req.Messages) == 0 {
-		return mockRequest{}, errors.New("the request has no messages")
-	}
-	var out mockRequest
-	out.inputChars = textChars(contentText(req.System))
-	for _, msg := range req.Messages {
-		out.inputChars += textChars(contentText(msg.Content))
-	}
-	last := req.Messages[len(req.Messages)-1]
-	out.lastRole, out.lastText = last.Role, contentText(last.Content)
-	if api == Anthropic && last.Role == "user" && bytes.Contains(last.Content, []byte(`"tool_result"`)) {
-		out.lastRole = "tool"
-	}
-	return out, nil
-}
-
-// contentText flattens a message content: a string, or blocks with text
-// (and tool results, whose content is itself a string or blocks).
-func contentText(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var blocks []struct {
-		Text    string          `json:"text"`
-		Content json.RawMessage `json:"content"`
-	}
-	if json.Unmarshal(raw, &blocks) != nil {
-		return ""
-	}
-	var parts []string
-	for _, b := range blocks {
-		if b.Text != "" {
-			parts = append(parts, b.Text)
-		}
-		if t := contentText(b.Content); t != "" {
-			parts = append(parts, t)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // estimateUsage gives deterministic token counts: about four characters a
 // token, unless the step says otherwise.
-func estimateUsage(req mockRequest, reply string, calls []renderedCall, override *StepUsage) Usage {
+func estimateUsage(req modelcall.Prompt, reply string, calls []renderedCall, override *StepUsage) modelcall.Usage {
 	if override != nil {
-		u := Usage{Input: override.Input, Output: override.Output, Reasoning: override.Reasoning}
+		u := modelcall.Usage{Input: override.Input, Output: override.Output, Reasoning: override.Reasoning}
 		if override.Cached != nil {
 			u.Cached, u.CachedReported = *override.Cached, true
 		}
@@ -206,7 +141,7 @@ func estimateUsage(req mockRequest, reply string, calls []renderedCall, override
 	for _, c := range calls {
 		out += len(c.name) + len(c.args)
 	}
-	return Usage{Input: estimateInput(req), Output: max(int64((out+3)/4), 1)}
+	return modelcall.Usage{Input: estimateInput(req), Output: max(int64((out+3)/4), 1)}
 }
 
 // textChars is what a text counts for the mock's estimate: its length
@@ -218,7 +153,13 @@ func textChars(s string) int { return len(maskTimes(s)) }
 // estimateInput is the input tokens of a request the script gives no usage
 // for, and the mock's answer to count_tokens: about a token per four
 // characters.
-func estimateInput(req mockRequest) int64 { return int64((req.inputChars + 3) / 4) }
+func estimateInput(req modelcall.Prompt) int64 {
+	chars := 0
+	for _, t := range req.Texts {
+		chars += textChars(t)
+	}
+	return int64((chars + 3) / 4)
+}
 
 type renderedCall struct {
 	id, name string
@@ -231,7 +172,7 @@ type mockAnswer struct {
 	created   int64
 	text      string
 	calls     []renderedCall
-	usage     Usage
+	usage     modelcall.Usage
 }
 
 func (a mockAnswer) openAIUsage() map[string]any {
@@ -253,12 +194,12 @@ func (a mockAnswer) anthropicUsage(output int64) map[string]any {
 	return u
 }
 
-func (a mockAnswer) json(api API) []byte {
-	if api == OpenAIResponses {
+func (a mockAnswer) json(api modelcall.API) []byte {
+	if api == modelcall.OpenAIResponses {
 		return a.responsesJSON()
 	}
 	var body any
-	if api == Anthropic {
+	if api == modelcall.Anthropic {
 		content := []any{}
 		if a.text != "" {
 			content = append(content, map[string]any{"type": "text", "text": a.text})
@@ -293,8 +234,8 @@ func (a mockAnswer) json(api API) []byte {
 }
 
 // events writes the answer as server-sent events, the text split in n chunks.
-func (a mockAnswer) events(api API, n int) [][]byte {
-	if api == OpenAIResponses {
+func (a mockAnswer) events(api modelcall.API, n int) [][]byte {
+	if api == modelcall.OpenAIResponses {
 		return a.responsesEvents(n)
 	}
 	var out [][]byte
@@ -307,7 +248,7 @@ func (a mockAnswer) events(api API, n int) [][]byte {
 		}
 	}
 	pieces := split(a.text, n)
-	if api == Anthropic {
+	if api == modelcall.Anthropic {
 		sse("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": "msg_" + a.id, "type": "message", "role": "assistant",
 			"model": a.model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": a.anthropicUsage(1)}})
 		index := 0

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // TestConversationRecord: every call is kept whole, its request as the
@@ -42,7 +44,7 @@ func TestConversationRecord(t *testing.T) {
 	if bytes.Contains(data, []byte(token)) || bytes.Contains(data, []byte(realKey)) {
 		t.Error("the record holds the agent's token or the real key")
 	}
-	calls, missing, err := ReadConversation(bytes.NewReader(data))
+	calls, missing, err := modelcall.ReadConversation(bytes.NewReader(data))
 	if err != nil || missing != 0 || len(calls) != 4 {
 		t.Fatalf("%d calls, %d blocks missing, %v", len(calls), missing, err)
 	}
@@ -79,8 +81,8 @@ func TestConversationRecord(t *testing.T) {
 // is refused with the line that was changed.
 func checkTamperEvident(t *testing.T, data []byte) {
 	t.Helper()
-	rr := NewRecordReader(bytes.NewReader(data), RecordLimits{})
-	if err := rr.Each(func(Call) {}); err != nil || !rr.Verified() {
+	rr := modelcall.NewRecordReader(bytes.NewReader(data), modelcall.RecordLimits{})
+	if err := rr.Each(func(modelcall.Call) {}); err != nil || !rr.Verified() {
 		t.Fatalf("the record as written: %v, verified %v", err, rr.Verified())
 	}
 	lines := strings.SplitAfter(string(data), "\n")
@@ -112,9 +114,9 @@ func checkTamperEvident(t *testing.T, data []byte) {
 		{"the first line taken out", strings.Join(lines[1:], ""), 1, "does not match its digest"},
 		{"a call taken out", withoutCall2, call3, "call 3 follows call 1"},
 	} {
-		rr := NewRecordReader(strings.NewReader(tc.record), RecordLimits{})
-		err := rr.Each(func(Call) {})
-		e, ok := errors.AsType[*TamperedError](err)
+		rr := modelcall.NewRecordReader(strings.NewReader(tc.record), modelcall.RecordLimits{})
+		err := rr.Each(func(modelcall.Call) {})
+		e, ok := errors.AsType[*modelcall.TamperedError](err)
 		if !ok || !strings.Contains(err.Error(), tc.want) || tc.name != "the first line taken out" && e.Line != tc.line {
 			t.Errorf("%s: %v, want line %d: %s", tc.name, err, tc.line, tc.want)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/troupebench/troupe/internal/textdiff"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // A replay answers each agent's n-th call with the n-th answer of a
@@ -29,44 +30,16 @@ import (
 // divergence; from there on its recording no longer applies, and the
 // replay's policy says what its calls get.
 
-// DivergencePolicy is what a replay does with an agent's calls from its
-// first divergence on.
-type DivergencePolicy string
-
-// The divergence policies.
-const (
-	// DivergeStop answers the call with an error and ends the trial, with
-	// no verdict: what follows would not be the recording's. Every
-	// agent's calls from then on are refused, so the report names the
-	// one divergence that ended it.
-	DivergeStop DivergencePolicy = "stop"
-	// DivergeLive sends the agent's calls to its endpoint, as a run would:
-	// the replay goes on, live, from there (and costs from there).
-	DivergeLive DivergencePolicy = "live"
-	// DivergeMockError answers the agent's calls with an error, and the
-	// trial goes on: how the team copes with a model that fails.
-	DivergeMockError DivergencePolicy = "mock-error"
-)
-
-// ParseDivergencePolicy reads --on-divergence.
-func ParseDivergencePolicy(s string) (DivergencePolicy, error) {
-	switch p := DivergencePolicy(s); p {
-	case DivergeStop, DivergeLive, DivergeMockError:
-		return p, nil
-	}
-	return "", fmt.Errorf("%q is not a divergence policy: give stop (end the trial at the first divergence), live (send the agent's calls upstream from there) or mock-error (answer them with an error and go on)", s)
-}
-
 // Replay is a recorded trial to play back.
 type Replay struct {
 	// Calls are each recorded agent's calls, by agent id, as
-	// ReadConversation returns them.
-	Calls map[string][]Call
+	// modelcall.ReadConversation returns them.
+	Calls map[string][]modelcall.Call
 	// Same are the values that differ between the recorded trial and this
 	// one and mean the same.
 	Same []Same
 	// OnDivergence is the policy; the zero value is DivergeStop.
-	OnDivergence DivergencePolicy
+	OnDivergence modelcall.DivergencePolicy
 	// PastEndGrace is how long a call past the end of its agent's
 	// recording is held before it counts as a divergence; the zero value
 	// is DefaultPastEndGrace.
@@ -87,102 +60,44 @@ type Same struct {
 	Name, Recorded, Live string
 }
 
-// Divergence is an agent's first call that left its recording.
-type Divergence struct {
-	Agent string    `json:"agent"`
-	Call  int64     `json:"call"`
-	Time  time.Time `json:"time"`
-	// Why says how it differs; Diff shows the request against the
-	// recorded one (unified, the recording first), when there is one.
-	Why  string `json:"why"`
-	Diff string `json:"diff,omitempty"`
-}
-
-// ReplayReport is what a replay played, by agent, and where it diverged.
-type ReplayReport struct {
-	OnDivergence DivergencePolicy `json:"on_divergence"`
-	Agents       []ReplayAgent    `json:"agents"`
-	// Divergences are the agents' first divergences, in time order.
-	Divergences []Divergence `json:"divergences"`
-}
-
-// ReplayAgent counts one agent's calls in a replay.
-type ReplayAgent struct {
-	ID       string `json:"id"`
-	Recorded int    `json:"calls_recorded"`
-	// Replayed were answered from the recording, Live by the endpoint
-	// after a divergence, Refused with an error after one (the agent's
-	// own, or the one that stopped the replay).
-	Replayed int `json:"calls_replayed"`
-	Live     int `json:"calls_live"`
-	Refused  int `json:"calls_refused"`
-	// LiveCostUSD is what the live calls cost; replayed calls are metered
-	// as recorded, so budgets act as they did, but cost nothing.
-	LiveCostUSD float64 `json:"live_cost_usd"`
-	// NotInRoster: the recording has calls of an agent the replay's
-	// roster lacks.
-	NotInRoster bool `json:"not_in_roster,omitempty"`
-}
-
-// Reproduced says whether every call of the replay was its recording's:
-// no agent diverged. (An agent may still have asked fewer calls than it
-// recorded: a call made as the trial ended, in one run and not in the
-// other, is no divergence; Unasked counts them.)
-func (r *ReplayReport) Reproduced() bool {
-	return r != nil && len(r.Divergences) == 0
-}
-
-// Unasked is how many recorded calls the replay's agents did not ask.
-func (r *ReplayReport) Unasked() int {
-	n := 0
-	for _, a := range r.Agents {
-		n += max(a.Recorded-a.Replayed-a.Live-a.Refused, 0)
-	}
-	return n
-}
-
-// ClassReplayDiverged is the error class of a call a replay refused after
-// its agent's divergence.
-const ClassReplayDiverged = "replay_diverged"
-
 // replayState is a trial's replay.
 type replayState struct {
-	policy DivergencePolicy
+	policy modelcall.DivergencePolicy
 	grace  time.Duration
 	// recordedNorm and liveNorm name the Same values of each side;
 	// toLive puts the replay's values in the recording's answers.
 	recordedNorm, liveNorm, toLive *strings.Replacer
-	diverged                       chan Divergence
-	absent                         []ReplayAgent // recorded agents the roster lacks
+	diverged                       chan modelcall.Divergence
+	absent                         []modelcall.ReplayAgent // recorded agents the roster lacks
 	// guarded by the trial's mutex
-	divergences []Divergence
+	divergences []modelcall.Divergence
 	// stoppedBy is the divergence that ended a DivergeStop replay: from
 	// it on, every agent's calls are refused, uncompared. What a call asks
 	// after the stop may follow from the stop's own error (the diverged
 	// agent tells its lead its model failed), so it is no divergence of
 	// its own, and the report shows the one that ended the replay.
-	stoppedBy *Divergence
+	stoppedBy *modelcall.Divergence
 }
 
 // replayCursor is one agent's place in its recording.
 type replayCursor struct {
-	calls    map[int64]Call
+	calls    map[int64]modelcall.Call
 	recorded int
 	last     int64 // the recording's highest call number
 
 	// guarded by the trial's mutex
 	taken    int64
 	diverged bool
-	counts   ReplayAgent
+	counts   modelcall.ReplayAgent
 }
 
 func newReplayState(spec TrialSpec) (*replayState, error) {
 	rp := spec.Replay
 	policy := rp.OnDivergence
 	if policy == "" {
-		policy = DivergeStop
+		policy = modelcall.DivergeStop
 	}
-	if _, err := ParseDivergencePolicy(string(policy)); err != nil {
+	if _, err := modelcall.ParseDivergencePolicy(string(policy)); err != nil {
 		return nil, err
 	}
 	var rec, live, to []string
@@ -196,21 +111,21 @@ func newReplayState(spec TrialSpec) (*replayState, error) {
 		to = append(to, s.Recorded, s.Live)
 	}
 	rs := &replayState{policy: policy, grace: cmp.Or(rp.PastEndGrace, DefaultPastEndGrace), recordedNorm: strings.NewReplacer(rec...), liveNorm: strings.NewReplacer(live...), toLive: strings.NewReplacer(to...),
-		diverged: make(chan Divergence, len(spec.Agents))}
+		diverged: make(chan modelcall.Divergence, len(spec.Agents))}
 	inRoster := map[string]bool{}
 	for _, a := range spec.Agents {
 		inRoster[a.ID] = true
 	}
 	for _, id := range slices.Sorted(maps.Keys(rp.Calls)) {
 		if !inRoster[id] {
-			rs.absent = append(rs.absent, ReplayAgent{ID: id, Recorded: len(rp.Calls[id]), NotInRoster: true})
+			rs.absent = append(rs.absent, modelcall.ReplayAgent{ID: id, Recorded: len(rp.Calls[id]), NotInRoster: true})
 		}
 	}
 	return rs, nil
 }
 
-func newReplayCursor(calls []Call) *replayCursor {
-	c := &replayCursor{calls: make(map[int64]Call, len(calls)), recorded: len(calls)}
+func newReplayCursor(calls []modelcall.Call) *replayCursor {
+	c := &replayCursor{calls: make(map[int64]modelcall.Call, len(calls)), recorded: len(calls)}
 	for _, call := range calls {
 		c.calls[call.N] = call
 		c.last = max(c.last, call.N)
@@ -220,7 +135,7 @@ func newReplayCursor(calls []Call) *replayCursor {
 
 // Diverged reports each agent's first divergence as it happens; nil when
 // the trial is no replay.
-func (t *Trial) Diverged() <-chan Divergence {
+func (t *Trial) Diverged() <-chan modelcall.Divergence {
 	if t.replay == nil {
 		return nil
 	}
@@ -228,14 +143,14 @@ func (t *Trial) Diverged() <-chan Divergence {
 }
 
 // ReplayReport is the replay so far; nil when the trial is no replay.
-func (t *Trial) ReplayReport() *ReplayReport {
+func (t *Trial) ReplayReport() *modelcall.ReplayReport {
 	rs := t.replay
 	if rs == nil {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := &ReplayReport{OnDivergence: rs.policy, Divergences: slices.Clone(rs.divergences)}
+	r := &modelcall.ReplayReport{OnDivergence: rs.policy, Divergences: slices.Clone(rs.divergences)}
 	for _, id := range slices.Sorted(maps.Keys(t.agents)) {
 		cur := t.agents[id].replay
 		a := cur.counts
@@ -244,7 +159,7 @@ func (t *Trial) ReplayReport() *ReplayReport {
 	}
 	r.Agents = append(r.Agents, rs.absent...)
 	if r.Divergences == nil {
-		r.Divergences = []Divergence{}
+		r.Divergences = []modelcall.Divergence{}
 	}
 	return r
 }
@@ -280,7 +195,7 @@ func (g *Gateway) replayCall(w http.ResponseWriter, c *call, body []byte) bool {
 		if stoppedBy = rs.stoppedBy; stoppedBy == nil {
 			cur.diverged = true
 			rs.divergences = append(rs.divergences, *d)
-			if rs.policy == DivergeStop {
+			if rs.policy == modelcall.DivergeStop {
 				rs.stoppedBy = d
 			}
 		}
@@ -290,7 +205,7 @@ func (g *Gateway) replayCall(w http.ResponseWriter, c *call, body []byte) bool {
 			g.Logger.Info("replay diverged", "trial", t.spec.ID, "agent", d.Agent, "call", n, "why", d.Why)
 		}
 	}
-	if rs.policy == DivergeLive {
+	if rs.policy == modelcall.DivergeLive {
 		c.live = true
 		return true
 	}
@@ -298,7 +213,7 @@ func (g *Gateway) replayCall(w http.ResponseWriter, c *call, body []byte) bool {
 	if stoppedBy != nil && stoppedBy.Agent != st.spec.ID {
 		msg = fmt.Sprintf("troupe replay: the replay stopped at call %d of agent %s, which left its recording, and refuses every call from there (--on-divergence stop); call %d of agent %s was not compared", stoppedBy.Call, stoppedBy.Agent, n, st.spec.ID)
 	}
-	c.status, c.errClass, c.errMsg = http.StatusBadRequest, ClassReplayDiverged, msg
+	c.status, c.errClass, c.errMsg = http.StatusBadRequest, modelcall.ClassReplayDiverged, msg
 	w.Header().Set("X-Should-Retry", "false")
 	writeError(w, c.api, http.StatusBadRequest, "invalid_request_error", msg)
 	return false
@@ -322,16 +237,16 @@ func (c *call) heldPastEnd(grace time.Duration) bool {
 
 // match compares the agent's n-th call with the recorded one; nil when
 // they ask the same.
-func (cur *replayCursor) match(rs *replayState, n int64, body []byte) *Divergence {
+func (cur *replayCursor) match(rs *replayState, n int64, body []byte) *modelcall.Divergence {
 	rec, ok := cur.calls[n]
 	switch {
 	case ok:
 	case cur.recorded == 0:
-		return &Divergence{Why: "the recording has no call of this agent"}
+		return &modelcall.Divergence{Why: "the recording has no call of this agent"}
 	case n > cur.last:
-		return &Divergence{Why: fmt.Sprintf("the recording has %d calls of this agent: this one is past them", cur.last)}
+		return &modelcall.Divergence{Why: fmt.Sprintf("the recording has %d calls of this agent: this one is past them", cur.last)}
 	default:
-		return &Divergence{Why: fmt.Sprintf("the recording lacks call %d (its record was bounded): it cannot be compared", n)}
+		return &modelcall.Divergence{Why: fmt.Sprintf("the recording lacks call %d (its record was bounded): it cannot be compared", n)}
 	}
 	was, is := normalize(rec.Request, rs.recordedNorm), normalize(body, rs.liveNorm)
 	if was == is { // the usual case: the same harness writes the same bytes
@@ -348,7 +263,7 @@ func (cur *replayCursor) match(rs *replayState, n int64, body []byte) *Divergenc
 		// a byte YAML shows alike): show the bytes where they part.
 		diff = firstDifference(recorded, asked)
 	}
-	return &Divergence{Why: "the request differs from the recorded one", Diff: diff}
+	return &modelcall.Divergence{Why: "the request differs from the recorded one", Diff: diff}
 }
 
 // firstDifference shows two requests around the first byte at which they
@@ -524,7 +439,7 @@ func readable(v any, canonical []byte) string {
 // replay's values in place of the recording's.
 func (g *Gateway) replayResponse(r *http.Request, c *call) *http.Response {
 	rec, rs := c.replayed, c.st.trial.replay
-	if c.mock && rs.policy == DivergeLive {
+	if c.mock && rs.policy == modelcall.DivergeLive {
 		// The mock's script moves on as it did in the recording, so that
 		// after a divergence it answers from the right step.
 		if resp, err := g.mock.RoundTrip(r); err == nil {
@@ -568,7 +483,7 @@ func (st *agentState) live() bool {
 	t := st.trial
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return st.replay.diverged && t.replay.policy == DivergeLive
+	return st.replay.diverged && t.replay.policy == modelcall.DivergeLive
 }
 
 // countReplay adds a finished call to its agent's replay counts. The
@@ -581,7 +496,7 @@ func (st *agentState) countReplay(c *call, cost float64) {
 	case c.live:
 		cur.counts.Live++
 		cur.counts.LiveCostUSD += cost
-	case c.errClass == ClassReplayDiverged:
+	case c.errClass == modelcall.ClassReplayDiverged:
 		cur.counts.Refused++
 	}
 }

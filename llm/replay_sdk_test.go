@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // session is what an agent of the replay tests asks, as the official SDKs
@@ -89,16 +90,16 @@ func TestReplay(t *testing.T) {
 	}
 	upstreamCalls := f.up.calls.Load()
 	waitRecords(t, f, "b-1", 2)
-	recorded := map[string][]Call{}
+	recorded := map[string][]modelcall.Call{}
 	for id, buf := range map[string]*lockedBuffer{"a-1": recA, "b-1": recB} {
-		calls, missing, err := ReadConversation(bytes.NewReader(buf.Bytes()))
+		calls, missing, err := modelcall.ReadConversation(bytes.NewReader(buf.Bytes()))
 		if err != nil || missing != 0 || len(calls) != 2 {
 			t.Fatalf("%s: %d calls, %v, %d missing", id, len(calls), err, missing)
 		}
 		recorded[id] = calls
 	}
 	same := []Same{{"trial", "t1", "t2"}, {"pubkey of a-1", "pk-recorded-a", "pk-replay-a"}, {"pubkey of b-1", "pk-recorded-b", "pk-replay-b"}}
-	replay := func(policy DivergencePolicy) *Trial {
+	replay := func(policy modelcall.DivergencePolicy) *Trial {
 		t.Helper()
 		tr, err := f.g.OpenTrial(TrialSpec{ID: "t2", Channel: "t2", Prices: map[string]manifest.Price{"oa": testPrice, "an": testPrice},
 			Agents: []AgentSpec{{ID: "a-1", Endpoint: "oa", Pubkey: "pk-replay-a"}, {ID: "b-1", Endpoint: "an", Pubkey: "pk-replay-b"}},
@@ -111,7 +112,7 @@ func TestReplay(t *testing.T) {
 	}
 
 	t.Run("live after a divergence", func(t *testing.T) {
-		tr := replay(DivergeLive)
+		tr := replay(modelcall.DivergeLive)
 		got, err := newSession(f.g, tr).ask(t.Context(), "pk-replay-a", "t2", "a different second")
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +138,7 @@ func TestReplay(t *testing.T) {
 
 	f.up.srv.Close()
 	t.Run("the upstream off", func(t *testing.T) {
-		tr := replay(DivergeStop)
+		tr := replay(modelcall.DivergeStop)
 		got, err := newSession(f.g, tr).ask(t.Context(), "pk-replay-a", "t2", "second")
 		if err != nil {
 			t.Fatal(err)
@@ -166,7 +167,7 @@ func TestReplay(t *testing.T) {
 	})
 
 	t.Run("stop", func(t *testing.T) {
-		tr := replay(DivergeStop)
+		tr := replay(modelcall.DivergeStop)
 		_, err := newSession(f.g, tr).ask(t.Context(), "pk-replay-a", "t2", "changed")
 		if aerr, ok := errors.AsType[*openai.Error](err); !ok || aerr.StatusCode != 400 || !strings.Contains(aerr.RawJSON(), "replay: call 2 of agent a-1 is off its recording") {
 			t.Fatalf("%v", err)
@@ -197,7 +198,7 @@ func TestReplay(t *testing.T) {
 	})
 
 	t.Run("mock-error past the recording", func(t *testing.T) {
-		tr := replay(DivergeMockError)
+		tr := replay(modelcall.DivergeMockError)
 		s := newSession(f.g, tr)
 		if _, err := s.ask(t.Context(), "pk-replay-a", "t2", "second"); err != nil {
 			t.Fatal(err)

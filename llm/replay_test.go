@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/troupebench/troupe/modelcall"
 )
 
 func TestNormalize(t *testing.T) {
@@ -68,17 +70,6 @@ func FuzzMaskTimes(f *testing.F) {
 	})
 }
 
-func TestParseDivergencePolicy(t *testing.T) {
-	for _, s := range []string{"stop", "live", "mock-error"} {
-		if p, err := ParseDivergencePolicy(s); err != nil || string(p) != s {
-			t.Errorf("%s: %v", s, err)
-		}
-	}
-	if _, err := ParseDivergencePolicy("retry"); err == nil || !strings.Contains(err.Error(), "give stop") {
-		t.Errorf("%v", err)
-	}
-}
-
 // TestMockEstimateIgnoresTimes: the mock's input tokens for requests that
 // differ only in the time they tell (a harness's "time left") are one
 // figure, in every format; other text still counts.
@@ -91,12 +82,14 @@ func TestMockEstimateIgnoresTimes(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		parse func(string) (mockRequest, error)
+		parse func(string) (modelcall.Prompt, error)
 		body  func(string) string
 	}{
-		{"chat completions", func(b string) (mockRequest, error) { return parseMockRequest(OpenAI, []byte(b)) }, chat},
-		{"messages", func(b string) (mockRequest, error) { return parseMockRequest(Anthropic, []byte(b)) }, chat},
-		{"responses", func(b string) (mockRequest, error) { return parseResponsesRequest([]byte(b)) }, responses},
+		{"chat completions", func(b string) (modelcall.Prompt, error) { return modelcall.ReadPrompt(modelcall.OpenAI, []byte(b)) }, chat},
+		{"messages", func(b string) (modelcall.Prompt, error) { return modelcall.ReadPrompt(modelcall.Anthropic, []byte(b)) }, chat},
+		{"responses", func(b string) (modelcall.Prompt, error) {
+			return modelcall.ReadPrompt(modelcall.OpenAIResponses, []byte(b))
+		}, responses},
 	} {
 		var got []int64
 		for _, left := range []string{"59s", "1m0s", "4m58.25s", "300ms"} {

@@ -1,137 +1,17 @@
 package llm
 
-import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"strings"
-)
+import "encoding/json"
 
-// This file is OpenAI's Responses API (POST /v1/responses), as the gateway
-// meters it and the mock answers it. The wire format is the official SDK's
-// (github.com/openai/openai-go/v3/responses): a request has instructions and
-// input (text, or items: messages, function_call, function_call_output, …);
-// an answer is a response object whose output holds message and
-// function_call items and whose usage has input_tokens (cached ones
-// included, input_tokens_details.cached_tokens) and output_tokens (reasoning
-// included, output_tokens_details.reasoning_tokens). A stream is a sequence
-// of typed events that ends with response.completed (or response.incomplete
-// or response.failed) carrying the whole response and its usage; there is
-// no [DONE].
-
-// checkResponsesRequest refuses what the gateway cannot meter: a background
-// response answers at once and bills later, out of the gateway's sight.
-func checkResponsesRequest(req map[string]json.RawMessage) error {
-	if bytes.Equal(bytes.TrimSpace(req["background"]), []byte("true")) {
-		return errors.New("background responses are not served: troupe's gateway meters a call by its answer, and a background response answers later; leave background unset")
-	}
-	return nil
-}
-
-// responsesEvent is what the meter needs from one Responses stream event.
-type responsesEvent struct {
-	Type     string `json:"type"`
-	Response *struct {
-		Usage *wireUsage `json:"usage"`
-		Error *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	} `json:"response"`
-	// Code and Message are an error event's.
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// inspectResponsesEvent reads a Responses stream event: usage in the
-// terminal event's response, the end of the stream, and errors (an error
-// event, or a failed response).
-func inspectResponsesEvent(event []byte, u *Usage) (done bool, errMsg string) {
-	for line := range bytes.Lines(event) {
-		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
-		if !ok {
-			continue
-		}
-		data = bytes.TrimSpace(data)
-		if bytes.Equal(data, []byte("[DONE]")) { // not OpenAI's, but some compatible servers'
-			return true, ""
-		}
-		var ev responsesEvent
-		if json.Unmarshal(data, &ev) != nil {
-			continue
-		}
-		if r := ev.Response; r != nil {
-			if r.Usage != nil {
-				u.merge(OpenAIResponses, *r.Usage)
-			}
-			if e := r.Error; e != nil && ev.Type == "response.failed" {
-				errMsg = e.Code + ": " + e.Message
-			}
-		}
-		switch ev.Type {
-		case "error":
-			errMsg = ev.Code + ": " + ev.Message
-		case "response.completed", "response.incomplete", "response.failed":
-			done = true
-		}
-	}
-	return done, errMsg
-}
-
-// parseResponsesRequest is parseMockRequest for the Responses API: the last
-// input item's role and text (a function_call_output is the tool's; a
-// developer message is the system's), and the size of the instructions and
-// every item.
-func parseResponsesRequest(body []byte) (mockRequest, error) {
-	var req struct {
-		Instructions json.RawMessage `json:"instructions"`
-		Input        json.RawMessage `json:"input"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return mockRequest{}, fmt.Errorf("the mock cannot read the request: %v", err)
-	}
-	input := bytes.TrimSpace(req.Input)
-	if len(input) == 0 || bytes.Equal(input, []byte("null")) {
-		return mockRequest{}, errors.New("the request has no input")
-	}
-	out := mockRequest{inputChars: textChars(contentText(req.Instructions))}
-	var text string
-	if json.Unmarshal(input, &text) == nil {
-		out.lastRole, out.lastText = "user", text
-		out.inputChars += textChars(text)
-		return out, nil
-	}
-	var items []struct {
-		Type      string          `json:"type"`
-		Role      string          `json:"role"`
-		Content   json.RawMessage `json:"content"`
-		Output    json.RawMessage `json:"output"`
-		Name      json.RawMessage `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	if err := json.Unmarshal(input, &items); err != nil {
-		return mockRequest{}, fmt.Errorf("the mock cannot read the request's input, neither text nor a list of items: %v", err)
-	}
-	if len(items) == 0 {
-		return mockRequest{}, errors.New("the request has no input")
-	}
-	for _, it := range items {
-		out.inputChars += textChars(contentText(it.Content)) + textChars(contentText(it.Output)) + textChars(contentText(it.Name)) + textChars(contentText(it.Arguments))
-	}
-	last := items[len(items)-1]
-	switch {
-	case strings.HasSuffix(last.Type, "_output"): // function_call_output, custom_tool_call_output, …
-		out.lastRole, out.lastText = "tool", contentText(last.Output)
-	case last.Role == "developer":
-		out.lastRole, out.lastText = "system", contentText(last.Content)
-	case last.Role != "":
-		out.lastRole, out.lastText = last.Role, contentText(last.Content)
-	default: // the model's own item: a function call, reasoning
-		out.lastRole = "assistant"
-	}
-	return out, nil
-}
+// This file is the mock's answers in OpenAI's Responses API (POST
+// /v1/responses; package modelcall reads its requests and meters its
+// answers). The wire format is the official SDK's
+// (github.com/openai/openai-go/v3/responses): an answer is a response
+// object whose output holds message and function_call items and whose
+// usage has input_tokens (cached ones included,
+// input_tokens_details.cached_tokens) and output_tokens (reasoning
+// included, output_tokens_details.reasoning_tokens). A stream is a
+// sequence of typed events that ends with response.completed carrying the
+// whole response and its usage; there is no [DONE].
 
 // responsesUsage is the answer's usage in the Responses API's shape. As in
 // the other shapes, a cached count is given only when the script reports one.

@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 var responseParams = responses.ResponseNewParams{
@@ -108,9 +109,9 @@ func TestResponsesUsage(t *testing.T) {
 			}
 			recs := f.records(t, tc.agent)
 			r := recs[len(recs)-1]
-			if r.API != OpenAIResponses || r.Stream != tc.stream || r.Status != 200 || r.ErrorClass != "" || r.Model != tc.model ||
+			if r.API != modelcall.OpenAIResponses || r.Stream != tc.stream || r.Status != 200 || r.ErrorClass != "" || r.Model != tc.model ||
 				r.InputTokens != 1000 || r.CachedTokens != 400 || r.OutputTokens != 200 || r.ReasoningTokens != 120 ||
-				r.CachedSource != CachedReported || math.Abs(r.CostUSD-wantCost) > 1e-12 || r.TTFBMS <= 0 {
+				r.CachedSource != modelcall.CachedReported || math.Abs(r.CostUSD-wantCost) > 1e-12 || r.TTFBMS <= 0 {
 				t.Errorf("record %+v", r)
 			}
 		})
@@ -173,7 +174,7 @@ func TestResponsesToolCallRoundTrip(t *testing.T) {
 			}
 			// The request's own text was estimated: instructions and every item.
 			recs := f.records(t, tc.agent)
-			if len(recs) != 2 || recs[1].InputTokens <= recs[0].InputTokens || recs[1].ErrorClass != "" || recs[1].CachedSource != CachedEstimated {
+			if len(recs) != 2 || recs[1].InputTokens <= recs[0].InputTokens || recs[1].ErrorClass != "" || recs[1].CachedSource != modelcall.CachedEstimated {
 				t.Errorf("records %+v", recs)
 			}
 		})
@@ -206,7 +207,7 @@ func TestResponsesBudget(t *testing.T) {
 	for i, tc := range refusals {
 		err := tc.call()
 		oerr, ok := errors.AsType[*openai.Error](err)
-		if !ok || oerr.StatusCode != 429 || oerr.Type != ClassBudgetExhausted || !strings.Contains(oerr.Message, "agent a-1's max_output_tokens is spent (400 of 300)") ||
+		if !ok || oerr.StatusCode != 429 || oerr.Type != modelcall.ClassBudgetExhausted || !strings.Contains(oerr.Message, "agent a-1's max_output_tokens is spent (400 of 300)") ||
 			oerr.Response.Header.Get("X-Should-Retry") != "false" {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -223,7 +224,7 @@ func TestResponsesBudget(t *testing.T) {
 		t.Errorf("refusals spent: totals %+v, then %+v; the upstream saw %d calls", spent, total, f.up.calls.Load())
 	}
 	for _, r := range f.records(t, "a-1")[2:] {
-		if r.ErrorClass != ClassBudgetExhausted || r.Status != 429 || r.CostUSD != 0 {
+		if r.ErrorClass != modelcall.ClassBudgetExhausted || r.Status != 429 || r.CostUSD != 0 {
 			t.Errorf("refusal record %+v", r)
 		}
 	}
@@ -246,15 +247,15 @@ func TestResponsesFaults(t *testing.T) {
 		fault2   string // the record's fault
 		forward  bool   // the call reaches the upstream
 	}{
-		{name: "status 500", fault: &Fault{Status: 500}, status: 500, class: ClassUpstream5xx, fault2: "status 500"},
-		{name: "status 503 streamed", fault: &Fault{Status: 503, RetryAfter: 2 * time.Second}, stream: true, status: 503, class: ClassOverloaded, fault2: "status 503"},
-		{name: "stream cut after 2 events", fault: &Fault{CutAfterEvents: 2}, stream: true, events: 2, class: ClassDisconnect, fault2: "cut after 2 events", forward: true},
-		{name: "error event", stream: true, events: 2, class: ClassRateLimit, forward: true, upstream: func(w http.ResponseWriter, r *http.Request) {
+		{name: "status 500", fault: &Fault{Status: 500}, status: 500, class: modelcall.ClassUpstream5xx, fault2: "status 500"},
+		{name: "status 503 streamed", fault: &Fault{Status: 503, RetryAfter: 2 * time.Second}, stream: true, status: 503, class: modelcall.ClassOverloaded, fault2: "status 503"},
+		{name: "stream cut after 2 events", fault: &Fault{CutAfterEvents: 2}, stream: true, events: 2, class: modelcall.ClassDisconnect, fault2: "cut after 2 events", forward: true},
+		{name: "error event", stream: true, events: 2, class: modelcall.ClassRateLimit, forward: true, upstream: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			writeResponsesEvents(w, `{"type":"response.created","response":{"id":"resp_1","status":"in_progress","output":[]}}`,
 				`{"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null}`)
 		}},
-		{name: "failed response", stream: true, events: 2, class: ClassUpstream5xx, forward: true, upstream: func(w http.ResponseWriter, r *http.Request) {
+		{name: "failed response", stream: true, events: 2, class: modelcall.ClassUpstream5xx, forward: true, upstream: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			writeResponsesEvents(w, `{"type":"response.created","response":{"id":"resp_1","status":"in_progress","output":[]}}`,
 				`{"type":"response.failed","response":{"id":"resp_1","status":"failed","output":[],"error":{"code":"server_error","message":"the model failed"},"usage":{"input_tokens":10,"output_tokens":0}}}`)
@@ -273,7 +274,7 @@ func TestResponsesFaults(t *testing.T) {
 			if tc.stream {
 				s := readStream(client.Responses.NewStreaming(t.Context(), responseParams))
 				err = s.err
-				if tc.status == 0 && (len(s.types) != tc.events || (err == nil && tc.class == ClassDisconnect)) {
+				if tc.status == 0 && (len(s.types) != tc.events || (err == nil && tc.class == modelcall.ClassDisconnect)) {
 					t.Errorf("the SDK saw events %q, then %v", s.types, err)
 				}
 			} else {
@@ -291,7 +292,7 @@ func TestResponsesFaults(t *testing.T) {
 			if len(recs) != 1 {
 				t.Fatalf("records %+v", recs)
 			}
-			if r := recs[0]; r.API != OpenAIResponses || r.ErrorClass != tc.class || r.Fault != tc.fault2 || (tc.fault == nil && r.Error == "") {
+			if r := recs[0]; r.API != modelcall.OpenAIResponses || r.ErrorClass != tc.class || r.Fault != tc.fault2 || (tc.fault == nil && r.Error == "") {
 				t.Errorf("record %+v", r)
 			}
 		})
@@ -317,7 +318,7 @@ func TestResponsesRefused(t *testing.T) {
 			if oerr, ok := errors.AsType[*openai.Error](err); !ok || oerr.StatusCode != 400 || !strings.Contains(oerr.Message, tc.want) {
 				t.Errorf("%v, want 400 saying %q", err, tc.want)
 			}
-			if r := f.records(t, tc.agent)[0]; r.Status != 400 || r.ErrorClass != ClassBadRequest || r.API != OpenAIResponses {
+			if r := f.records(t, tc.agent)[0]; r.Status != 400 || r.ErrorClass != modelcall.ClassBadRequest || r.API != modelcall.OpenAIResponses {
 				t.Errorf("record %+v", r)
 			}
 		})

@@ -227,6 +227,7 @@ func parseChoice(d *yaml11.Decoder, n *yaml11.Node, path string) *choice {
 	return c
 }
 
+// parseStep reads one scripted answer.
 func parseStep(d *yaml11.Decoder, n *yaml11.Node, path string) Step {
 	st := Step{line: n.Line}
 	ms := func(n *yaml11.Node, p string) time.Duration {
@@ -238,84 +239,21 @@ func parseStep(d *yaml11.Decoder, n *yaml11.Node, path string) Step {
 	}
 	d.Struct(n, path, []yaml11.Field{
 		{Name: "name", Decode: func(n *yaml11.Node, p string) { st.Name, _ = d.String(n, p) }},
-		{Name: "match", Decode: func(n *yaml11.Node, p string) {
-			m := &Match{}
-			d.Struct(n, p, []yaml11.Field{
-				{Name: "contains", Decode: func(n *yaml11.Node, p string) { m.Contains, _ = d.String(n, p) }},
-				{Name: "role", Decode: func(n *yaml11.Node, p string) {
-					m.Role, _ = d.String(n, p)
-					switch m.Role {
-					case "user", "assistant", "tool", "system":
-					default:
-						d.Errorf(n, p, "must be user, assistant, tool or system")
-					}
-				}},
-			}, nil)
-			st.Match = m
-		}},
+		{Name: "match", Decode: func(n *yaml11.Node, p string) { st.Match = parseMatch(d, n, p) }},
 		{Name: "reply", Decode: func(n *yaml11.Node, p string) {
 			if s, ok := d.String(n, p); ok {
 				st.Reply = parseTemplate(d, n, p, s)
 			}
 		}},
-		{Name: "tool_calls", Decode: func(n *yaml11.Node, p string) {
-			d.Seq(n, p, func(item *yaml11.Node, p string) {
-				var tc ToolCall
-				d.Struct(item, p, []yaml11.Field{
-					{Name: "name", Required: true, Decode: func(n *yaml11.Node, p string) { tc.Name, _ = d.String(n, p) }},
-					{Name: "arguments", Decode: func(n *yaml11.Node, p string) { tc.Arguments = parseArguments(d, n, p) }},
-				}, nil)
-				st.ToolCalls = append(st.ToolCalls, tc)
-			})
-		}},
-		{Name: "usage", Decode: func(n *yaml11.Node, p string) {
-			u := &StepUsage{}
-			d.Struct(n, p, []yaml11.Field{
-				{Name: "input_tokens", Decode: func(n *yaml11.Node, p string) { u.Input, _ = d.Int(n, p) }},
-				{Name: "output_tokens", Decode: func(n *yaml11.Node, p string) { u.Output, _ = d.Int(n, p) }},
-				{Name: "cached_tokens", Decode: func(n *yaml11.Node, p string) {
-					if v, ok := d.Int(n, p); ok {
-						u.Cached = &v
-					}
-				}},
-				{Name: "reasoning_tokens", Decode: func(n *yaml11.Node, p string) { u.Reasoning, _ = d.Int(n, p) }},
-			}, nil)
-			if u.Reasoning > u.Output {
-				d.Errorf(n, p, "reasoning_tokens (%d) are part of output_tokens (%d) and cannot exceed them", u.Reasoning, u.Output)
-			}
-			st.Usage = u
-		}},
+		{Name: "tool_calls", Decode: func(n *yaml11.Node, p string) { st.ToolCalls = parseToolCalls(d, n, p) }},
+		{Name: "usage", Decode: func(n *yaml11.Node, p string) { st.Usage = parseStepUsage(d, n, p) }},
 		{Name: "delay_ms", Decode: func(n *yaml11.Node, p string) { st.Delay = ms(n, p) }},
 		{Name: "chunk_delay_ms", Decode: func(n *yaml11.Node, p string) { st.ChunkDelay = ms(n, p) }},
 		{Name: "chunks", Decode: func(n *yaml11.Node, p string) {
 			v, _ := d.Int(n, p)
 			st.Chunks = int(v)
 		}},
-		{Name: "error", Decode: func(n *yaml11.Node, p string) {
-			e := &StepError{Times: 1}
-			d.Struct(n, p, []yaml11.Field{
-				{Name: "status", Required: true, Decode: func(n *yaml11.Node, p string) {
-					v, _ := d.Int(n, p)
-					if v < 400 || v > 599 {
-						d.Errorf(n, p, "must be an HTTP error status (400 to 599)")
-					}
-					e.Status = int(v)
-				}},
-				{Name: "retry_after_s", Decode: func(n *yaml11.Node, p string) {
-					v, _ := d.Int(n, p)
-					e.RetryAfter = time.Duration(v) * time.Second
-				}},
-				{Name: "message", Decode: func(n *yaml11.Node, p string) { e.Message, _ = d.String(n, p) }},
-				{Name: "times", Decode: func(n *yaml11.Node, p string) {
-					v, _ := d.Int(n, p)
-					if v < 1 {
-						d.Errorf(n, p, "must be at least 1")
-					}
-					e.Times = int(v)
-				}},
-			}, nil)
-			st.Error = e
-		}},
+		{Name: "error", Decode: func(n *yaml11.Node, p string) { st.Error = parseStepError(d, n, p) }},
 		{Name: "cut_after_chunks", Decode: func(n *yaml11.Node, p string) {
 			v, _ := d.Int(n, p)
 			st.CutAfterChunks = int(v)
@@ -326,6 +264,84 @@ func parseStep(d *yaml11.Decoder, n *yaml11.Node, path string) Step {
 		d.Errorf(n, path, "a step needs a reply, tool_calls, an error or hang")
 	}
 	return st
+}
+
+// parseMatch reads a step's {contains, role}.
+func parseMatch(d *yaml11.Decoder, n *yaml11.Node, path string) *Match {
+	m := &Match{}
+	d.Struct(n, path, []yaml11.Field{
+		{Name: "contains", Decode: func(n *yaml11.Node, p string) { m.Contains, _ = d.String(n, p) }},
+		{Name: "role", Decode: func(n *yaml11.Node, p string) {
+			m.Role, _ = d.String(n, p)
+			switch m.Role {
+			case "user", "assistant", "tool", "system":
+			default:
+				d.Errorf(n, p, "must be user, assistant, tool or system")
+			}
+		}},
+	}, nil)
+	return m
+}
+
+// parseToolCalls reads a step's [{name, arguments}].
+func parseToolCalls(d *yaml11.Decoder, n *yaml11.Node, path string) []ToolCall {
+	var calls []ToolCall
+	d.Seq(n, path, func(item *yaml11.Node, p string) {
+		var tc ToolCall
+		d.Struct(item, p, []yaml11.Field{
+			{Name: "name", Required: true, Decode: func(n *yaml11.Node, p string) { tc.Name, _ = d.String(n, p) }},
+			{Name: "arguments", Decode: func(n *yaml11.Node, p string) { tc.Arguments = parseArguments(d, n, p) }},
+		}, nil)
+		calls = append(calls, tc)
+	})
+	return calls
+}
+
+// parseStepUsage reads a step's {input_tokens, output_tokens,
+// cached_tokens, reasoning_tokens}.
+func parseStepUsage(d *yaml11.Decoder, n *yaml11.Node, path string) *StepUsage {
+	u := &StepUsage{}
+	d.Struct(n, path, []yaml11.Field{
+		{Name: "input_tokens", Decode: func(n *yaml11.Node, p string) { u.Input, _ = d.Int(n, p) }},
+		{Name: "output_tokens", Decode: func(n *yaml11.Node, p string) { u.Output, _ = d.Int(n, p) }},
+		{Name: "cached_tokens", Decode: func(n *yaml11.Node, p string) {
+			if v, ok := d.Int(n, p); ok {
+				u.Cached = &v
+			}
+		}},
+		{Name: "reasoning_tokens", Decode: func(n *yaml11.Node, p string) { u.Reasoning, _ = d.Int(n, p) }},
+	}, nil)
+	if u.Reasoning > u.Output {
+		d.Errorf(n, path, "reasoning_tokens (%d) are part of output_tokens (%d) and cannot exceed them", u.Reasoning, u.Output)
+	}
+	return u
+}
+
+// parseStepError reads a step's {status, retry_after_s, message, times}.
+func parseStepError(d *yaml11.Decoder, n *yaml11.Node, path string) *StepError {
+	e := &StepError{Times: 1}
+	d.Struct(n, path, []yaml11.Field{
+		{Name: "status", Required: true, Decode: func(n *yaml11.Node, p string) {
+			v, _ := d.Int(n, p)
+			if v < 400 || v > 599 {
+				d.Errorf(n, p, "must be an HTTP error status (400 to 599)")
+			}
+			e.Status = int(v)
+		}},
+		{Name: "retry_after_s", Decode: func(n *yaml11.Node, p string) {
+			v, _ := d.Int(n, p)
+			e.RetryAfter = time.Duration(v) * time.Second
+		}},
+		{Name: "message", Decode: func(n *yaml11.Node, p string) { e.Message, _ = d.String(n, p) }},
+		{Name: "times", Decode: func(n *yaml11.Node, p string) {
+			v, _ := d.Int(n, p)
+			if v < 1 {
+				d.Errorf(n, p, "must be at least 1")
+			}
+			e.Times = int(v)
+		}},
+	}, nil)
+	return e
 }
 
 // parseArguments keeps a tool call's arguments as plain values with every

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // AgentSpec is one agent as the gateway sees it.
@@ -26,10 +26,11 @@ type AgentSpec struct {
 	ID, Role, Kind, Pubkey string
 	Endpoint               string
 	Budget                 manifest.Budget
-	// Log receives the agent's call records as JSON lines; nil keeps none.
+	// Log receives the agent's call records (modelcall.Record) as JSON
+	// lines; nil keeps none.
 	Log io.Writer
-	// Conversation receives every call whole, request and answer (see
-	// record.go); nil keeps none.
+	// Conversation receives every call whole, request and answer, as a
+	// conversation record (modelcall.RecordWriter); nil keeps none.
 	Conversation io.Writer
 }
 
@@ -62,47 +63,6 @@ type TrialSpec struct {
 	Secrets []secret.Secret
 }
 
-// Exhaustion reports a spent budget: an agent's (Agent set) or the trial's.
-type Exhaustion struct {
-	Agent  string
-	Budget string // max_calls, max_input_tokens, max_output_tokens or max_cost_usd
-	Spent  float64
-	Limit  float64
-}
-
-// Frozen says what froze a trial's calls first.
-type Frozen struct {
-	// Cause is what the trial gave Freeze (its completion reason), or
-	// ClassBudgetExhausted when a spent budget froze it.
-	Cause string
-	// Spent is the lead's or the trial's spent budget that froze the trial;
-	// nil when Freeze did.
-	Spent *Exhaustion
-}
-
-// BudgetExceededError is why a call was refused before it was forwarded.
-type BudgetExceededError struct {
-	Agent  string // "" for the trial's budget
-	Budget string
-	Spent  float64
-	Limit  float64
-}
-
-func (e *BudgetExceededError) Error() string {
-	whose := "the trial's"
-	if e.Agent != "" {
-		whose = "agent " + e.Agent + "'s"
-	}
-	return fmt.Sprintf("budget exhausted: %s %s is spent (%s of %s)", whose, e.Budget, formatAmount(e.Budget, e.Spent), formatAmount(e.Budget, e.Limit))
-}
-
-func formatAmount(budget string, v float64) string {
-	if strings.HasSuffix(budget, "_usd") {
-		return fmt.Sprintf("$%.4f", v)
-	}
-	return fmt.Sprintf("%.0f", v)
-}
-
 // Trial is a trial's view of the gateway: one token per agent, running
 // totals, and budget exhaustions as they happen.
 type Trial struct {
@@ -116,7 +76,7 @@ type Trial struct {
 	mu        sync.Mutex
 	agents    map[string]*agentState   // by agent id
 	tokens    map[string]secret.Secret // agent id -> token
-	total     Totals
+	total     modelcall.Totals
 	exhausted *Exhaustion
 	events    chan Exhaustion
 	// frozen is set once, by Freeze or by the lead's or the trial's spent
@@ -140,9 +100,9 @@ type agentState struct {
 	script   *scriptCursor // mock endpoints only
 
 	// guarded by trial.mu
-	totals    Totals
+	totals    modelcall.Totals
 	exhausted *Exhaustion
-	conv      *conversation
+	conv      *modelcall.RecordWriter
 	replay    *replayCursor // nil when the trial is no replay
 	// midTurn: the agent's last answer asked for tools, so its turn goes
 	// on with the call that brings their results.
@@ -231,169 +191,11 @@ func (t *Trial) Token(agent string) secret.Secret {
 	return t.tokens[agent]
 }
 
-// Exhausted delivers each budget exhaustion once, at the moment the budget
-// becomes spent: max_calls when the call that reaches it is admitted (that
-// call still runs), the token and cost budgets when the call that crosses
-// them is settled. An agent that stops calling at its limit (the reference
-// agent's round limit is max_calls) is reported all the same, though no
-// call of it is ever refused. The lead's and the trial's exhaustions have
-// frozen the trial by the time they are delivered.
-func (t *Trial) Exhausted() <-chan Exhaustion { return t.events }
-
-// Spent returns every spent budget: per agent, and the trial's (nil when
-// it is not spent). A call in flight when the trial froze may still spend
-// one as it settles: read it after Settle or Close.
-func (t *Trial) Spent() (perAgent map[string]Exhaustion, trial *Exhaustion) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	perAgent = map[string]Exhaustion{}
-	for id, st := range t.agents {
-		if st.exhausted != nil {
-			perAgent[id] = *st.exhausted
-		}
-	}
-	if t.exhausted != nil {
-		e := *t.exhausted
-		trial = &e
-	}
-	return perAgent, trial
-}
-
-// Freeze ends the trial's model calls at its end decision: from now on
-// every call is refused before it is forwarded (410, error type
-// trial_ended, in no file of the trial: neither metered nor recorded, only
-// logged by the gateway), while the calls already admitted run on, for
-// Settle to wait for.
-// So a trial's usage is what was admitted before its end, whatever the
-// timing of what follows. cause is the trial's completion reason. The
-// first freeze holds, and every call returns it: the trial reads there
-// whether its lead's budget was spent before its DONE: arrived.
-func (t *Trial) Freeze(cause string) Frozen {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.frozen == nil {
-		t.frozen = &Frozen{Cause: cause}
-	}
-	return *t.frozen
-}
-
-// FreezeAfterTurns freezes the trial at its orchestrator's DONE:, as
-// Freeze does, but lets the agents' turns in progress end, within the
-// gateway's TurnGrace: an agent whose last answer asked for tools may make
-// the calls that continue its turn (counted as the trial's), and no call
-// starts a turn. So a call that follows from what the agent was doing
-// when the DONE: came is the trial's whatever the timing (a worker's last
-// call after its report, the lead's after its DONE:), and Settle waits for
-// it. A spent budget refuses as before.
-func (t *Trial) FreezeAfterTurns(cause string) Frozen {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.frozen == nil {
-		t.frozen = &Frozen{Cause: cause}
-		t.turnsUntil = t.g.Now().Add(t.g.TurnGrace)
-	}
-	return *t.frozen
-}
-
-// continues says whether the agent's next call may go on after the
-// freeze: it continues a turn in progress at a FreezeAfterTurns, within
-// the grace. t.mu is held.
-func (st *agentState) continues() bool {
-	t := st.trial
-	return st.midTurn && !t.turnsUntil.IsZero() && t.g.Now().Before(t.turnsUntil)
-}
-
-// endOfAnswer notes whether the call's answer asked for tools: whether the
-// agent's turn goes on.
-func (st *agentState) endOfAnswer(c *call) {
-	asked := false
-	if c.status > 0 && c.status < 400 && c.complete && c.answerOmitted == 0 {
-		a := Call{API: c.api, Stream: c.stream, Status: c.status}
-		if c.stream {
-			a.AnswerText = c.answer.String()
-		} else {
-			a.Answer = c.answer.Bytes()
-		}
-		asked = len(AnswerOf(a).ToolCalls) > 0
-	}
-	st.trial.mu.Lock()
-	st.midTurn = asked
-	st.trial.mu.Unlock()
-}
-
-// turnsInProgress says whether an agent's turn is still to end after a
-// FreezeAfterTurns. t.mu is held.
-func (t *Trial) turnsInProgress() bool {
-	for _, st := range t.agents {
-		if st.continues() {
-			return true
-		}
-	}
-	return false
-}
-
-// ended says whether the agent's call is to be refused as trial_ended:
-// the trial is frozen, and no spent budget refuses it first.
-func (st *agentState) ended() bool {
-	st.trial.mu.Lock()
-	defer st.trial.mu.Unlock()
-	refusal, frozen := st.refusal()
-	return frozen && refusal == nil
-}
-
-// settlePoll is how often Settle looks at the calls in flight.
-const settlePoll = 10 * time.Millisecond
-
-// Settle freezes the trial, if it is not yet, and waits for its calls in
-// flight to end and be recorded, and after a FreezeAfterTurns for the
-// turns in progress to end (within TurnGrace), for at most the gateway's DrainGrace or
-// until ctx ends, so that they are counted the same way every time before
-// the agents are swept: a mock's call ends at once, a real upstream's when
-// it has answered. A call held with no end in sight (a scripted or
-// injected hang, a replay holding a call past its agent's recording) is
-// cut at once, for waiting brings nothing, and is recorded as a
-// disconnect. It returns how many calls were still in flight when it gave
-// up; Close ends those as it says.
-func (t *Trial) Settle(ctx context.Context) int {
-	t.Freeze("settled")
-	grace := time.NewTimer(t.g.DrainGrace)
-	defer grace.Stop()
-	poll := time.NewTicker(settlePoll)
-	defer poll.Stop()
-	for {
-		t.mu.Lock()
-		n := len(t.calls)
-		if n == 0 && t.turnsInProgress() {
-			n = -1 // a turn is still to end: its next call is the trial's
-		}
-		var held []*call
-		for c := range t.calls {
-			if c.held.Load() {
-				held = append(held, c)
-			}
-		}
-		t.mu.Unlock()
-		if n == 0 {
-			return 0
-		}
-		for _, c := range held {
-			c.end(errTrialClosed, t.g.DrainGrace)
-		}
-		select {
-		case <-poll.C:
-		case <-grace.C:
-			return max(n, 0)
-		case <-ctx.Done():
-			return max(n, 0)
-		}
-	}
-}
-
 // Usage returns the running totals per agent and for the whole trial.
-func (t *Trial) Usage() (perAgent map[string]Totals, total Totals) {
+func (t *Trial) Usage() (perAgent map[string]modelcall.Totals, total modelcall.Totals) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	perAgent = make(map[string]Totals, len(t.agents))
+	perAgent = make(map[string]modelcall.Totals, len(t.agents))
 	for id, st := range t.agents {
 		perAgent[id] = st.totals
 	}
@@ -478,125 +280,4 @@ func (t *Trial) Format(f fmt.State, _ rune) { io.WriteString(f, t.String()) }
 // LogValue is the trial in slog: its id and agents, never a token.
 func (t *Trial) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("id", t.spec.ID), slog.Any("agents", slices.Sorted(maps.Keys(t.agents))))
-}
-
-// refusal says why the agent's next call is refused, if it is: a spent
-// budget, the trial's or the agent's (named first, for it says more), or
-// the frozen trial. t.mu is held.
-func (st *agentState) refusal() (refusal *BudgetExceededError, frozen bool) {
-	t := st.trial
-	if e := t.exhausted; e != nil {
-		return &BudgetExceededError{Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}, false
-	}
-	if e := st.exhausted; e != nil {
-		return &BudgetExceededError{Agent: st.spec.ID, Budget: e.Budget, Spent: e.Spent, Limit: e.Limit}, false
-	}
-	return nil, t.frozen != nil && !st.continues()
-}
-
-// admit counts a call against the budgets before it is forwarded, or says
-// why it is refused (see refusal). A call is counted when admitted, so concurrent calls cannot exceed
-// max_calls, and the call that reaches max_calls marks it spent at once
-// (and runs): an agent that stops at its limit is known to have spent it.
-func (st *agentState) admit() (refusal *BudgetExceededError, frozen bool) {
-	t := st.trial
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if refusal, frozen = st.refusal(); refusal != nil || frozen {
-		return refusal, frozen
-	}
-	if t.frozen != nil {
-		st.midTurn = false // this call continues the turn; its answer says if it goes on
-	}
-	st.totals.Calls++
-	t.total.Calls++
-	if max := st.spec.Budget.MaxCalls; max != nil && st.totals.Calls >= *max {
-		st.spend(Exhaustion{Agent: st.spec.ID, Budget: "max_calls", Spent: float64(st.totals.Calls), Limit: float64(*max)})
-	}
-	return nil, false
-}
-
-// spend marks the agent's budget spent and reports it at once; the lead's
-// freezes the trial. t.mu is held.
-func (st *agentState) spend(e Exhaustion) {
-	t := st.trial
-	st.exhausted = &e
-	t.report(e)
-	if st.spec.ID == t.spec.Lead {
-		t.freezeFor(e)
-	}
-}
-
-// freezeFor freezes the trial for a spent budget, unless it is frozen
-// already. t.mu is held.
-func (t *Trial) freezeFor(e Exhaustion) {
-	if t.frozen == nil {
-		t.frozen = &Frozen{Cause: ClassBudgetExhausted, Spent: &e}
-	}
-}
-
-// settle adds a finished call's usage and marks every budget it crossed as
-// spent, at once: the agent's next call is refused, and the trial is told.
-// It writes the call's record.
-func (st *agentState) settle(r Record) {
-	t := st.trial
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st.totals.add(r)
-	t.total.add(r)
-	if st.spec.Log != nil {
-		line, _ := json.Marshal(r)
-		if _, err := st.spec.Log.Write(append(t.records.Scrub(line), '\n')); err != nil {
-			t.g.Logger.Error("cannot write call record", "agent", st.spec.ID, "err", err)
-		}
-	}
-	if st.exhausted == nil { // max_calls is spent on admission
-		b := st.spec.Budget
-		for _, l := range []budgetLimit{
-			intLimit("max_input_tokens", st.totals.InputTokens, b.MaxInputTokens),
-			intLimit("max_output_tokens", st.totals.OutputTokens, b.MaxOutputTokens),
-			floatLimit("max_cost_usd", st.totals.CostUSD, b.MaxCostUSD),
-		} {
-			if l.set && l.spent >= l.max {
-				st.spend(Exhaustion{Agent: st.spec.ID, Budget: l.name, Spent: l.spent, Limit: l.max})
-				break
-			}
-		}
-	}
-	if max := t.spec.MaxCostUSD; t.exhausted == nil && max != nil && t.total.CostUSD >= *max {
-		e := Exhaustion{Budget: "max_cost_usd", Spent: t.total.CostUSD, Limit: *max}
-		t.exhausted = &e
-		t.report(e)
-		t.freezeFor(e)
-	}
-}
-
-// budgetLimit is one budget and what has been spent against it.
-type budgetLimit struct {
-	name       string
-	spent, max float64
-	set        bool
-}
-
-func intLimit(name string, spent int64, max *int64) budgetLimit {
-	if max == nil {
-		return budgetLimit{name: name}
-	}
-	return budgetLimit{name: name, spent: float64(spent), max: float64(*max), set: true}
-}
-
-func floatLimit(name string, spent float64, max *float64) budgetLimit {
-	if max == nil {
-		return budgetLimit{name: name}
-	}
-	return budgetLimit{name: name, spent: spent, max: *max, set: true}
-}
-
-// report hands an exhaustion to the trial without ever blocking a call: the
-// channel has room for one per agent and one for the trial.
-func (t *Trial) report(e Exhaustion) {
-	select {
-	case t.events <- e:
-	default:
-	}
 }

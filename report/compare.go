@@ -12,7 +12,7 @@ import (
 
 	"github.com/troupebench/troupe/decide"
 	"github.com/troupebench/troupe/internal/clip"
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -64,8 +64,8 @@ type Condition struct {
 	TotalCostUSD float64 `json:"total_cost_usd"`
 	// RedoneCostUSD is what the runs a job redid after an infrastructure
 	// failure or an interruption (kept in .superseded/) cost.
-	RedoneCostUSD float64               `json:"redone_cost_usd"`
-	ByRole        map[string]llm.Totals `json:"by_role"`
+	RedoneCostUSD float64                     `json:"redone_cost_usd"`
+	ByRole        map[string]modelcall.Totals `json:"by_role"`
 	// Wall times are over the scored trials that have both times; walls
 	// counts those (none: null in JSON).
 	WallMean   time.Duration `json:"wall_mean_ns"`
@@ -312,7 +312,7 @@ func findCondition(keys []string, names map[string]string, want string) (string,
 
 // summarize computes one condition's figures.
 func summarize(name, key string, trials []*Trial) *Condition {
-	c := &Condition{Name: name, ManifestHash: strings.TrimPrefix(key, "name:"), ByRole: map[string]llm.Totals{}}
+	c := &Condition{Name: name, ManifestHash: strings.TrimPrefix(key, "name:"), ByRole: map[string]modelcall.Totals{}}
 	if strings.HasPrefix(key, "name:") {
 		c.ManifestHash = ""
 	}
@@ -381,7 +381,7 @@ func taskClusters(perTask map[string][2]int) []Cluster {
 
 // addUsage adds a trial's usage to its roles' sums: every trial counts,
 // unscored ones too, since every trial was paid for.
-func addUsage(byRole map[string]llm.Totals, t *Trial) {
+func addUsage(byRole map[string]modelcall.Totals, t *Trial) {
 	for _, a := range t.Agents {
 		role := cmp.Or(a.Role, a.Kind)
 		u := byRole[role]

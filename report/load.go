@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
@@ -46,10 +46,10 @@ type Trial struct {
 		Calls        int64   `json:"n_calls"`
 	} `json:"agent_result"`
 	Agents []struct {
-		ID    string     `json:"id"`
-		Role  string     `json:"role"`
-		Kind  string     `json:"kind"`
-		Usage llm.Totals `json:"usage"`
+		ID    string           `json:"id"`
+		Role  string           `json:"role"`
+		Kind  string           `json:"kind"`
+		Usage modelcall.Totals `json:"usage"`
 	} `json:"agents"`
 	// VerdictUntrusted marks a trial whose system files (shells,
 	// interpreters, /tests) had changed before its verifier ran.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
 )
@@ -51,7 +51,7 @@ func TestRoundTripThroughTrialResults(t *testing.T) {
 			CompletionReason: trial.DeclaredDone, Outcome: s.out, Reward: s.reward,
 			AgentResult: trial.AgentResult{NInputTokens: 1000, NOutputTokens: 100, CostUSD: s.cost, NCalls: 3},
 			Agents: []trial.AgentRecord{{ID: "lead-1", Kind: "orchestrator", Role: "lead",
-				Usage: llm.Totals{Calls: 3, InputTokens: 1000, OutputTokens: 100, CostUSD: s.cost}}},
+				Usage: modelcall.Totals{Calls: 3, InputTokens: 1000, OutputTokens: 100, CostUSD: s.cost}}},
 		}
 		// As trial writes it (writeJSON): indented, a newline at the end.
 		data, err := json.MarshalIndent(res, "", "  ")

@@ -9,20 +9,21 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // The conversation page of troupe view: one agent's model calls in order,
 // each with the messages it added to the history, its answer and its
 // metering. It reads the agent's conversation record
-// (agents/<id>/llm-conversation.jsonl.gz, llm/record.go's format) as a
-// stream, a call at a time: a record stores each message once, as a block,
+// (agents/<id>/llm-conversation.jsonl.gz, package modelcall's format) as
+// a stream, a call at a time: a record stores each message once, as a block,
 // and each call says how many of the previous call's messages it starts
 // with ("$prefix") and names the rest, which are exactly the messages it
 // adds. The page is written as the record is read, so neither the record's
@@ -42,6 +43,7 @@ const (
 var convPages = template.Must(template.New("conversation").Funcs(funcs).Funcs(template.FuncMap{
 	"deref":      func(p *float64) float64 { return *p },
 	"cutSummary": cutSummary,
+	"clock":      clock,
 }).ParseFS(templateFS, "templates/parts.html", "templates/view.html", "templates/conversation.html"))
 
 // convPart is one piece of a message or an answer: text, a tool call, a
@@ -99,14 +101,11 @@ type convCall struct {
 	// AnswerNote says what is missing of the answer.
 	AnswerNote string
 	Error      string
-	Meter      *meterLine
+	Meter      *modelcall.Record
 }
 
-// meterLine is one line of llm-calls.jsonl (llm.Record) as the page shows it.
-type meterLine struct {
-	llm.Record
-	Shown string // its time, for the page
-}
+// clock is a time of the page, in UTC.
+func clock(t time.Time) string { return t.UTC().Format("15:04:05.000") }
 
 // convTop is the head of the page.
 type convTop struct {
@@ -115,7 +114,7 @@ type convTop struct {
 	Recorded                 bool   // the trial has a conversation record for the agent
 	Note                     string // why there is none, or what could not be read
 	MeterNote                string
-	Meter                    []meterLine // shown alone when there is no record
+	Meter                    []modelcall.Record // shown alone when there is no record
 }
 
 // convBottom is the foot of the page.
@@ -188,15 +187,15 @@ func (v *Viewer) conversation(w http.ResponseWriter, key, agent, baseline string
 }
 
 // readMeter reads an agent's llm-calls.jsonl, within the page's bounds.
-func readMeter(tf files, name string) ([]meterLine, string) {
-	var out []meterLine
+func readMeter(tf files, name string) ([]modelcall.Record, string) {
+	var out []modelcall.Record
 	note, err := tf.lines(name, func(line []byte, cut *Cut) {
-		var m meterLine
-		if cut != nil || len(out) >= maxCallsPerPage || json.Unmarshal(line, &m.Record) != nil {
+		if cut != nil || len(out) >= maxCallsPerPage {
 			return
 		}
-		m.Shown = m.Time.UTC().Format("15:04:05.000")
-		out = append(out, m)
+		if r, ok := modelcall.ParseRecord(line); ok {
+			out = append(out, r)
+		}
 	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -210,13 +209,13 @@ func readMeter(tf files, name string) ([]meterLine, string) {
 // meterIndex matches recorded calls to metering lines: by time (the
 // gateway stamps both with the call's start), else in order.
 type meterIndex struct {
-	lines  []meterLine
+	lines  []modelcall.Record
 	byTime map[time.Time][]int
 	used   []bool
 	next   int
 }
 
-func newMeterIndex(lines []meterLine) *meterIndex {
+func newMeterIndex(lines []modelcall.Record) *meterIndex {
 	m := &meterIndex{lines: lines, byTime: map[time.Time][]int{}, used: make([]bool, len(lines))}
 	for i, l := range lines {
 		k := l.Time.UTC()
@@ -225,7 +224,7 @@ func newMeterIndex(lines []meterLine) *meterIndex {
 	return m
 }
 
-func (m *meterIndex) match(at time.Time) *meterLine {
+func (m *meterIndex) match(at time.Time) *modelcall.Record {
 	pick := -1
 	for _, i := range m.byTime[at.UTC()] {
 		if !m.used[i] {
@@ -268,206 +267,217 @@ func (b *pageBudget) add(parts []convPart) []convPart {
 	return parts
 }
 
+// convPage writes a record's calls on the page as they are read: what
+// it showed last (the system prompt, the tools, each history's length)
+// so that a call shows only what is new, and what is left of the page.
+type convPage struct {
+	w       *bufio.Writer
+	rr      *modelcall.RecordReader
+	meter   *meterIndex
+	budget  pageBudget
+	lastLen map[string]int // each list field's length in the previous call
+	system  string         // the last shown
+	tools   string
+	refused []string
+	out     convBottom
+}
+
 // streamCalls reads a record and writes each call as it is read. The
-// record is read by llm's reader in Added mode: each call's list fields
-// hold only the items it added, within limits that refuse, before they
-// are built, calls naming more than a page can show.
-func streamCalls(w *bufio.Writer, r io.Reader, meter []meterLine) convBottom {
-	var out convBottom
-	mi := newMeterIndex(meter)
-	lastLen := map[string]int{} // each list field's length in the previous call
-	var system, tools string    // the last shown
-	var refused []string
-	rr := llm.NewRecordReader(r, llm.RecordLimits{Decompressed: maxConvBytes, Call: maxConvPage, Record: maxConvBytes})
-	rr.Added = true
-	budget := pageBudget{left: maxConvPage}
-	var readErr error
+// record is read by modelcall's reader in Added mode: each call's list
+// fields hold only the items it added, within limits that refuse, before
+// they are built, calls naming more than a page can show.
+func streamCalls(w *bufio.Writer, r io.Reader, meter []modelcall.Record) convBottom {
+	p := &convPage{w: w, meter: newMeterIndex(meter), budget: pageBudget{left: maxConvPage}, lastLen: map[string]int{},
+		rr: modelcall.NewRecordReader(r, modelcall.RecordLimits{Decompressed: maxConvBytes, Call: maxConvPage, Record: maxConvBytes})}
+	p.rr.Added = true
+	rendered, readErr := p.calls()
+	if !rendered {
+		return p.out
+	}
+	p.notes(readErr)
+	p.out.Unmatched = p.meter.unmatched()
+	return p.out
+}
+
+// calls writes the record's calls; it returns false when the page could
+// not be rendered, and the error that ended the reading.
+func (p *convPage) calls() (rendered bool, readErr error) {
 	for {
-		line, err := rr.Next()
+		line, err := p.rr.Next()
 		if err == io.EOF {
-			break
+			return true, nil
 		}
-		if e, ok := errors.AsType[*llm.ExpansionError](err); ok {
-			out.Calls++
-			if len(refused) < 10 {
-				refused = append(refused, fmt.Sprintf("call %d is not shown: %v", e.Call, e))
+		if e, ok := errors.AsType[*modelcall.ExpansionError](err); ok {
+			p.out.Calls++
+			if len(p.refused) < 10 {
+				p.refused = append(p.refused, fmt.Sprintf("call %d is not shown: %v", e.Call, e))
 			}
 			if e.Record {
-				readErr, out.Partial = err, true
-				break
+				p.out.Partial = true
+				return true, err
 			}
 			continue
 		}
 		if err != nil {
-			readErr, out.Partial = err, true
-			break
+			p.out.Partial = true
+			return true, err
 		}
-		out.Calls++
-		if out.Calls > maxConvCalls {
+		p.out.Calls++
+		if p.out.Calls > maxConvCalls {
 			continue // counted, for the note
 		}
-		c := convCall{N: line.N, Time: line.Time.UTC().Format("15:04:05.000"), API: string(line.API), Status: line.Status,
-			Stream: line.Stream, Error: line.Error, Meter: mi.match(line.Time)}
-		var req map[string]json.RawMessage
-		if json.Unmarshal(line.Request, &req) != nil {
-			// A request that was kept as it came (the gateway refused it).
-			req = map[string]json.RawMessage{"input": line.Request}
+		c := convCall{N: line.N, Time: clock(line.Time), API: string(line.API), Status: line.Status,
+			Stream: line.Stream, Error: line.Error, Meter: p.meter.match(line.Time)}
+		p.request(&c, line)
+		p.answer(&c, line)
+		if err := convPages.ExecuteTemplate(p.w, "conv-call", c); err != nil {
+			p.out.Notes = append(p.out.Notes, "render: "+err.Error())
+			return false, nil
 		}
-		repeated := rr.Repeated()
-		for _, k := range slices.Sorted(mapKeys(req)) {
-			prefix, isList := repeated[k]
-			whole := req[k]
-			var items []json.RawMessage
-			if isList {
-				json.Unmarshal(whole, &items)
-			}
-			switch k {
-			case "messages", "input":
-				if !isList {
-					// A plain string input, or a request that was kept as it came.
-					c.Messages = append(c.Messages, convMessage{Role: "user", Parts: budget.add(partsOf(whole))})
-					continue
-				}
-				if prefix < lastLen[k] {
-					c.Rewrote = fmt.Sprintf("this call repeats only %d of the previous call's %d messages: the agent cut or rewrote its history", prefix, lastLen[k])
-				}
-				lastLen[k] = prefix + len(items)
-				for _, it := range items {
-					if budget.left <= 0 {
-						c.Messages = append(c.Messages, convMessage{Role: "?", Parts: []convPart{{Kind: "json", Text: "(the page's bound is reached: the rest of this call is not shown)"}}})
-						break
-					}
-					m := messageOf(it)
-					if m.Role == "system" || m.Role == "developer" {
-						text := textOf(m.Parts)
-						if text == system {
-							continue
-						}
-						system = text
-						c.System = append(c.System, budget.add(m.Parts)...)
-						continue
-					}
-					m.Parts = budget.add(m.Parts)
-					c.Messages = append(c.Messages, m)
-				}
-			case "system", "instructions":
-				parts := partsOf(whole)
-				if text := textOf(parts); text != system {
-					system = text
-					c.System = append(c.System, budget.add(parts)...)
-				}
-			case "tools":
-				// A list names only the tools beyond those of the
-				// previous call: none, they are unchanged.
-				if isList && len(items) == 0 {
-					continue
-				}
-				if s := indentJSON(whole); s != tools {
-					tools = s
-					c.Tools = clipPart(convPart{Text: s}).Text
-					budget.left -= len(c.Tools)
-				}
-			case "model":
-				json.Unmarshal(whole, &c.Model)
-			}
-		}
-		a := llm.AnswerOf(line)
-		if a.Text != "" {
-			c.Answer = append(c.Answer, convPart{Kind: "text", Text: a.Text})
-		}
-		for _, tc := range a.ToolCalls {
-			args, _ := json.MarshalIndent(tc.Arguments, "", "  ")
-			c.Answer = append(c.Answer, convPart{Kind: "tool-call", Label: tc.Name, Text: string(args)})
-		}
-		switch {
-		case a.Failed && len(line.Answer) > 0:
-			c.Answer = append(c.Answer, convPart{Kind: "json", Text: indentJSON(line.Answer)})
-		case a.Failed && line.AnswerText != "":
-			c.Answer = append(c.Answer, convPart{Kind: "json", Text: line.AnswerText})
-		}
-		c.Answer = budget.add(c.Answer)
-		if line.AnswerOmitted > 0 {
-			c.AnswerNote = fmt.Sprintf("%d bytes of the answer were not kept", line.AnswerOmitted)
-		}
-		if err := convPages.ExecuteTemplate(w, "conv-call", c); err != nil {
-			out.Notes = append(out.Notes, "render: "+err.Error())
-			return out
-		}
-		if budget.left <= 0 {
+		if p.budget.left <= 0 {
 			// Reading on would only build what is not shown.
-			out.Notes = append(out.Notes, fmt.Sprintf("the page stops at %d MiB of text, after call %d: the rest of the record is not read", maxConvPage>>20, line.N))
-			out.Partial = true
+			p.out.Notes = append(p.out.Notes, fmt.Sprintf("the page stops at %d MiB of text, after call %d: the rest of the record is not read", maxConvPage>>20, line.N))
+			p.out.Partial = true
+			return true, nil
+		}
+	}
+}
+
+// request shows what a call's request added: its new messages, a system
+// prompt or tools that changed, its model.
+func (p *convPage) request(c *convCall, line modelcall.Call) {
+	req, err := modelcall.ParseRequest(line.API, line.Request)
+	if err != nil {
+		// A request that was kept as it came (the gateway refused it).
+		req.Fields = map[string]json.RawMessage{"input": line.Request}
+	}
+	repeated := p.rr.Repeated()
+	for _, k := range slices.Sorted(maps.Keys(req.Fields)) {
+		prefix, isList := repeated[k]
+		whole := req.Fields[k]
+		switch k {
+		case "messages", "input":
+			if !isList {
+				// A plain string input, or a request that was kept as it came.
+				c.Messages = append(c.Messages, convMessage{Role: "user", Parts: p.budget.add(partsOf(modelcall.ParseContent(whole)))})
+				continue
+			}
+			p.history(c, k, prefix, modelcall.ParseMessages(whole))
+		case "system", "instructions":
+			parts := partsOf(modelcall.ParseContent(whole))
+			if text := textOf(parts); text != p.system {
+				p.system = text
+				c.System = append(c.System, p.budget.add(parts)...)
+			}
+		case "tools":
+			// A list names only the tools beyond those of the previous
+			// call: none, they are unchanged.
+			if isList && string(whole) == "[]" {
+				continue
+			}
+			if s := indentJSON(whole); s != p.tools {
+				p.tools = s
+				c.Tools = clipPart(convPart{Text: s}).Text
+				p.budget.left -= len(c.Tools)
+			}
+		case "model":
+			c.Model = req.Model()
+		}
+	}
+}
+
+// history shows the messages a call added to a history field (k), after
+// the prefix it repeats of the previous call's; a system message only
+// when it says something new.
+func (p *convPage) history(c *convCall, k string, prefix int, added []modelcall.Message) {
+	if prefix < p.lastLen[k] {
+		c.Rewrote = fmt.Sprintf("this call repeats only %d of the previous call's %d messages: the agent cut or rewrote its history", prefix, p.lastLen[k])
+	}
+	p.lastLen[k] = prefix + len(added)
+	for _, it := range added {
+		if p.budget.left <= 0 {
+			c.Messages = append(c.Messages, convMessage{Role: "?", Parts: []convPart{{Kind: "json", Text: "(the page's bound is reached: the rest of this call is not shown)"}}})
 			break
 		}
-	}
-	out.Notes = append(out.Notes, refused...)
-	if _, ok := errors.AsType[*llm.DecompressedError](readErr); ok {
-		out.Notes = append(out.Notes, fmt.Sprintf("the record is read up to %d MiB decompressed; the rest is left out", maxConvBytes>>20))
-	} else if _, ok := errors.AsType[*llm.TamperedError](readErr); ok {
-		out.Notes = append(out.Notes, fmt.Sprintf("the record does not verify, and is shown only up to where it was changed: %v", readErr))
-	} else if readErr != nil {
-		out.Notes = append(out.Notes, fmt.Sprintf("the record is not read to its end: %v", readErr))
-	}
-	if !rr.Verified() && out.Calls > 0 {
-		out.Notes = append(out.Notes, "the record has no digests (written before troupe verified records): what it shows is unverified")
-	}
-	if out.Calls > maxConvCalls {
-		out.Notes = append(out.Notes, fmt.Sprintf("the first %d of the %d calls are shown", maxConvCalls, out.Calls))
-	}
-	if missing := rr.Missing(); missing > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("%d messages the record names are not in it (troupe dropped part of it)", missing))
-	}
-	if skipped := rr.Skipped(); skipped > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("%d lines of the record are not calls (where troupe cut it)", skipped))
-	}
-	out.Unmatched = mi.unmatched()
-	return out
-}
-
-func mapKeys(m map[string]json.RawMessage) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
+		m := messageOf(it)
+		if m.Role == "system" || m.Role == "developer" {
+			text := textOf(m.Parts)
+			if text == p.system {
+				continue
 			}
+			p.system = text
+			c.System = append(c.System, p.budget.add(m.Parts)...)
+			continue
 		}
+		m.Parts = p.budget.add(m.Parts)
+		c.Messages = append(c.Messages, m)
 	}
 }
 
-// messageOf reads one history item in any of the three wire formats:
+// answer shows a call's answer: its text and tool calls, or what a failed
+// call was answered.
+func (p *convPage) answer(c *convCall, line modelcall.Call) {
+	a := modelcall.AnswerOf(line)
+	if a.Text != "" {
+		c.Answer = append(c.Answer, convPart{Kind: "text", Text: a.Text})
+	}
+	for _, tc := range a.ToolCalls {
+		args, _ := json.MarshalIndent(tc.Arguments, "", "  ")
+		c.Answer = append(c.Answer, convPart{Kind: "tool-call", Label: tc.Name, Text: string(args)})
+	}
+	switch {
+	case a.Failed && len(line.Answer) > 0:
+		c.Answer = append(c.Answer, convPart{Kind: "json", Text: indentJSON(line.Answer)})
+	case a.Failed && line.AnswerText != "":
+		c.Answer = append(c.Answer, convPart{Kind: "json", Text: line.AnswerText})
+	}
+	c.Answer = p.budget.add(c.Answer)
+	if line.AnswerOmitted > 0 {
+		c.AnswerNote = fmt.Sprintf("%d bytes of the answer were not kept", line.AnswerOmitted)
+	}
+}
+
+// notes say, at the page's foot, what of the record is not shown and why.
+func (p *convPage) notes(readErr error) {
+	notes := append(p.out.Notes, p.refused...)
+	if _, ok := errors.AsType[*modelcall.DecompressedError](readErr); ok {
+		notes = append(notes, fmt.Sprintf("the record is read up to %d MiB decompressed; the rest is left out", maxConvBytes>>20))
+	} else if _, ok := errors.AsType[*modelcall.TamperedError](readErr); ok {
+		notes = append(notes, fmt.Sprintf("the record does not verify, and is shown only up to where it was changed: %v", readErr))
+	} else if readErr != nil {
+		notes = append(notes, fmt.Sprintf("the record is not read to its end: %v", readErr))
+	}
+	if !p.rr.Verified() && p.out.Calls > 0 {
+		notes = append(notes, "the record has no digests (written before troupe verified records): what it shows is unverified")
+	}
+	if p.out.Calls > maxConvCalls {
+		notes = append(notes, fmt.Sprintf("the first %d of the %d calls are shown", maxConvCalls, p.out.Calls))
+	}
+	if missing := p.rr.Missing(); missing > 0 {
+		notes = append(notes, fmt.Sprintf("%d messages the record names are not in it (troupe dropped part of it)", missing))
+	}
+	if skipped := p.rr.Skipped(); skipped > 0 {
+		notes = append(notes, fmt.Sprintf("%d lines of the record are not calls (where troupe cut it)", skipped))
+	}
+	p.out.Notes = notes
+}
+
+// messageOf shows one history item in any of the three wire formats:
 // OpenAI chat and Anthropic messages ({role, content, tool_calls}),
 // Responses input items ({type: message|function_call|function_call_output}).
-func messageOf(raw json.RawMessage) convMessage {
-	var m struct {
-		Role       string          `json:"role"`
-		Type       string          `json:"type"`
-		Content    json.RawMessage `json:"content"`
-		ToolCallID string          `json:"tool_call_id"`
-		ToolCalls  []struct {
-			ID       string `json:"id"`
-			Function struct {
-				Name      string `json:"name"`
-				Arguments string `json:"arguments"`
-			} `json:"function"`
-		} `json:"tool_calls"`
-		// Responses items.
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-		CallID    string `json:"call_id"`
-		Output    any    `json:"output"`
-	}
-	if json.Unmarshal(raw, &m) != nil {
-		return convMessage{Role: "?", Parts: []convPart{{Kind: "json", Text: indentJSON(raw)}}}
+func messageOf(m modelcall.Message) convMessage {
+	if m.Malformed || m.BadFields {
+		return convMessage{Role: "?", Parts: []convPart{{Kind: "json", Text: indentJSON(m.Raw)}}}
 	}
 	switch m.Type {
 	case "function_call":
 		return convMessage{Role: "assistant", Parts: []convPart{{Kind: "tool-call", Label: m.Name, Text: indentArgs(m.Arguments)}}}
 	case "function_call_output":
-		return convMessage{Role: "tool", Parts: []convPart{{Kind: "tool-result", Label: m.CallID, Text: stringOf(m.Output)}}}
+		return convMessage{Role: "tool", Parts: []convPart{{Kind: "tool-result", Label: m.CallID, Text: outputText(m.Output)}}}
 	case "", "message":
 	default:
 		if m.Role == "" {
-			return convMessage{Role: m.Type, Parts: []convPart{{Kind: "json", Text: indentJSON(raw)}}}
+			return convMessage{Role: m.Type, Parts: []convPart{{Kind: "json", Text: indentJSON(m.Raw)}}}
 		}
 	}
 	out := convMessage{Role: m.Role}
@@ -482,48 +492,35 @@ func messageOf(raw json.RawMessage) convMessage {
 		out.Parts = parts
 	}
 	for _, tc := range m.ToolCalls {
-		out.Parts = append(out.Parts, convPart{Kind: "tool-call", Label: tc.Function.Name, Text: indentArgs(tc.Function.Arguments)})
+		out.Parts = append(out.Parts, convPart{Kind: "tool-call", Label: tc.Name, Text: indentArgs(tc.Arguments)})
 	}
 	return out
 }
 
-// partsOf reads a content: a string, or a list of typed blocks (text,
+// partsOf shows a content: a string, or a list of typed blocks (text,
 // Anthropic's tool_use and tool_result, Responses' input_text).
-func partsOf(raw json.RawMessage) []convPart {
-	if len(raw) == 0 || string(raw) == "null" {
+func partsOf(c modelcall.Content) []convPart {
+	switch {
+	case len(c.Raw) == 0 || string(c.Raw) == "null":
 		return nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []convPart{{Kind: "text", Text: s}}
-	}
-	var blocks []json.RawMessage
-	if json.Unmarshal(raw, &blocks) != nil {
-		return []convPart{{Kind: "json", Text: indentJSON(raw)}}
+	case c.IsText:
+		return []convPart{{Kind: "text", Text: c.Text}}
+	case !c.IsList:
+		return []convPart{{Kind: "json", Text: indentJSON(c.Raw)}}
 	}
 	var out []convPart
-	for _, b := range blocks {
-		var blk struct {
-			Type      string          `json:"type"`
-			Text      *string         `json:"text"`
-			Name      string          `json:"name"`
-			Input     json.RawMessage `json:"input"`
-			ToolUseID string          `json:"tool_use_id"`
-			Content   json.RawMessage `json:"content"`
-		}
-		if json.Unmarshal(b, &blk) != nil {
-			out = append(out, convPart{Kind: "json", Text: indentJSON(b)})
-			continue
-		}
+	for _, b := range c.Parts {
 		switch {
-		case blk.Type == "tool_use":
-			out = append(out, convPart{Kind: "tool-call", Label: blk.Name, Text: indentJSON(blk.Input)})
-		case blk.Type == "tool_result":
-			out = append(out, convPart{Kind: "tool-result", Label: blk.ToolUseID, Text: textOf(partsOf(blk.Content))})
-		case blk.Text != nil:
-			out = append(out, convPart{Kind: "text", Text: *blk.Text})
+		case b.Malformed || b.BadName:
+			out = append(out, convPart{Kind: "json", Text: indentJSON(b.Raw)})
+		case b.Type == "tool_use":
+			out = append(out, convPart{Kind: "tool-call", Label: b.Call.Name, Text: indentJSON(json.RawMessage(b.Call.Arguments))})
+		case b.Type == "tool_result":
+			out = append(out, convPart{Kind: "tool-result", Label: b.CallID, Text: textOf(partsOf(b.Content))})
+		case b.HasText:
+			out = append(out, convPart{Kind: "text", Text: b.Text})
 		default:
-			out = append(out, convPart{Kind: "json", Text: indentJSON(b)})
+			out = append(out, convPart{Kind: "json", Text: indentJSON(b.Raw)})
 		}
 	}
 	return out
@@ -541,12 +538,15 @@ func textOf(parts []convPart) string {
 	return b.String()
 }
 
-func stringOf(v any) string {
-	if s, ok := v.(string); ok {
-		return s
+// outputText shows a tool's output: its text, or its JSON.
+func outputText(c modelcall.Content) string {
+	switch {
+	case c.IsText:
+		return c.Text
+	case len(c.Raw) == 0:
+		return "null"
 	}
-	data, _ := json.MarshalIndent(v, "", "  ")
-	return string(data)
+	return indentJSON(c.Raw)
 }
 
 // indentArgs shows a tool call's arguments, JSON in a string.

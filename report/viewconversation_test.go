@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // recCall is one call to write into a test record: its request whole and
@@ -31,10 +31,10 @@ type recCall struct {
 	answerText string // a stream's events
 }
 
-// writeRecord writes a conversation record as llm/record.go's writer does:
+// writeRecord writes a conversation record as modelcall's RecordWriter does:
 // each array field's elements as blocks, a list that starts like the
 // previous call's as "$prefix" and the rest, a field over 256 bytes as one
-// block; then gzips it. It checks that llm.ReadConversation reads the
+// block; then gzips it. It checks that modelcall.ReadConversation reads the
 // requests back whole, so the test stays in the record's real format.
 func writeRecord(t testing.TB, file string, calls []recCall) {
 	var buf bytes.Buffer
@@ -82,7 +82,7 @@ func writeRecord(t testing.TB, file string, calls []recCall) {
 		}
 		enc.Encode(line)
 	}
-	got, missing, err := llm.ReadConversation(bytes.NewReader(buf.Bytes()))
+	got, missing, err := modelcall.ReadConversation(bytes.NewReader(buf.Bytes()))
 	if err != nil || missing != 0 || len(got) != len(calls) {
 		t.Fatalf("the test record does not read back: %d calls, %d missing, %v", len(got), missing, err)
 	}
@@ -106,7 +106,7 @@ func chatAnswer(text string, toolName, toolArgs string) string {
 	return string(data)
 }
 
-func writeMeter(t testing.TB, file string, recs []llm.Record) {
+func writeMeter(t testing.TB, file string, recs []modelcall.Record) {
 	var buf bytes.Buffer
 	for _, r := range recs {
 		data, _ := json.Marshal(r)
@@ -143,7 +143,7 @@ func conversationTrial(t *testing.T) string {
 		{at: t0.Add(2 * time.Second), status: 200, stream: true, request: map[string]any{"model": "m", "messages": []any{sys, user, asked, result, done, thanks}, "tools": tools},
 			answerText: "data: {\"choices\":[{\"delta\":{\"content\":\"bye \"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"for now\"}}]}\n\ndata: [DONE]\n\n"},
 	})
-	writeMeter(t, filepath.Join(agent, "llm-calls.jsonl"), []llm.Record{
+	writeMeter(t, filepath.Join(agent, "llm-calls.jsonl"), []modelcall.Record{
 		{Time: t0, Agent: "worker-1", Status: 200, LatencyMS: 812, InputTokens: 4321, CachedTokens: 1000, OutputTokens: 77, CostUSD: 0.0123},
 		{Time: t0.Add(time.Second), Agent: "worker-1", Status: 200, LatencyMS: 90, InputTokens: 5000, OutputTokens: 5, CostUSD: 0.0042},
 		{Time: t0.Add(2 * time.Second), Agent: "worker-1", Status: 200, LatencyMS: 3456, InputTokens: 5100, OutputTokens: 3, CostUSD: 0.005, Fault: "slow-stream"},
@@ -237,13 +237,13 @@ func bigConversation(t testing.TB, dir string, n int) {
 	t0 := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
 	msgs := []any{map[string]any{"role": "system", "content": systemPrompt}}
 	var calls []recCall
-	var meter []llm.Record
+	var meter []modelcall.Record
 	for i := range n {
 		msgs = append(msgs, map[string]any{"role": "user", "content": fmt.Sprintf("step %d: %s", i, strings.Repeat("words of the turn ", 20))})
 		at := t0.Add(time.Duration(i) * time.Second)
 		calls = append(calls, recCall{at: at, status: 200, request: map[string]any{"model": "m", "messages": slicesClone(msgs)},
 			answer: chatAnswer("", "run", fmt.Sprintf(`{"cmd":"ls /step/%d"}`, i))})
-		meter = append(meter, llm.Record{Time: at, Status: 200, LatencyMS: 100, InputTokens: int64(100 * i), OutputTokens: 20, CostUSD: 0.001})
+		meter = append(meter, modelcall.Record{Time: at, Status: 200, LatencyMS: 100, InputTokens: int64(100 * i), OutputTokens: 20, CostUSD: 0.001})
 		msgs = append(msgs,
 			map[string]any{"role": "assistant", "tool_calls": []map[string]any{{"id": fmt.Sprint("c", i), "type": "function", "function": map[string]string{"name": "run", "arguments": fmt.Sprintf(`{"cmd":"ls /step/%d"}`, i)}}}},
 			map[string]any{"role": "tool", "tool_call_id": fmt.Sprint("c", i), "content": strings.Repeat("file ", 100+i%700)})

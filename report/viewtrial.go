@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,11 +10,10 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/troupebench/troupe/channel"
 	"github.com/troupebench/troupe/internal/clip"
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trialdir"
 )
 
@@ -35,23 +33,14 @@ type Message struct {
 	Cut     *Cut
 }
 
-// Call is one model call on the trial page, or the notice where troupe
-// dropped part of the call log (Cut), which is no call.
+// Call is one model call on the trial page (a line of the agent's
+// llm-calls.jsonl, read by modelcall), or the notice where troupe dropped
+// part of the call log (Cut), which is no call.
 type Call struct {
-	Time         string  `json:"-"`
-	RawTime      string  `json:"time"`
-	Status       int     `json:"status"`
-	InputTokens  int64   `json:"input_tokens"`
-	CachedTokens int64   `json:"cached_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
-	LatencyMS    float64 `json:"latency_ms"`
-	ErrorClass   string  `json:"error_class"`
-	Error        string  `json:"error"`
-	// Uncounted: a call the gateway never admitted (refused, or cut before
-	// its request arrived); shown, but no call of the counts.
-	Uncounted bool `json:"uncounted"`
-	Cut       *Cut `json:"-"`
+	modelcall.Record
+	// Time is the call's time, for the page ("" when the line has none).
+	Time string
+	Cut  *Cut
 }
 
 type agentView struct {
@@ -67,7 +56,7 @@ type agentView struct {
 	CallsNote string
 	// Total is the result's count (the gateway's) once the trial has
 	// ended, else the call log's; TotalFrom says which.
-	Total       llm.Totals
+	Total       modelcall.Totals
 	TotalFrom   string
 	Log, Stdout []logPart
 }
@@ -92,7 +81,7 @@ type fullResult struct {
 	Replay *struct {
 		Source          string `json:"source"`
 		RecordedOutcome string `json:"recorded_outcome"`
-		llm.ReplayReport
+		modelcall.ReplayReport
 	} `json:"replay"`
 }
 
@@ -148,7 +137,7 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 	}
 	roster := readRoster(tf, full)
 	msgs, transcriptNote := readTranscript(tf, speakers(roster), full, live)
-	usage := map[string]llm.Totals{}
+	usage := map[string]modelcall.Totals{}
 	for _, a := range t.Agents {
 		usage[a.ID] = a.Usage
 	}
@@ -242,14 +231,14 @@ func readTranscript(tf files, name func(string) string, full fullResult, live bo
 // readAgent reads one agent's calls and logs. The call table and its total
 // agree: when the call log is missing, or holds other than the calls the
 // result records, the page says so rather than "no calls" above "30 calls".
-func readAgent(tf files, m member, usage map[string]llm.Totals) agentView {
+func readAgent(tf files, m member, usage map[string]modelcall.Totals) agentView {
 	av := agentView{ID: m.ID, Role: m.Role, Kind: m.Kind, Empty: "no calls"}
 	if !safeID(m.ID) {
 		av.Log = []logPart{{Text: "(an agent id that is not a folder name: nothing is read for it)"}}
 		return av
 	}
 	logName := trialdir.Calls(m.ID)
-	var inLog llm.Totals // what the call log holds
+	var inLog modelcall.Totals // what the call log holds
 	var cuts, shown int
 	note, err := tf.lines(logName, func(line []byte, cut *Cut) {
 		if cut != nil {
@@ -259,20 +248,18 @@ func readAgent(tf files, m member, usage map[string]llm.Totals) agentView {
 			}
 			return
 		}
-		var c Call
-		if json.Unmarshal(line, &c) != nil {
+		r, ok := modelcall.ParseRecord(line)
+		if !ok {
 			return
 		}
-		if ts, err := time.Parse(time.RFC3339Nano, c.RawTime); err == nil {
-			c.Time = ts.UTC().Format("15:04:05.000")
+		c := Call{Record: r}
+		if !r.Time.IsZero() {
+			c.Time = clock(r.Time)
 		}
 		if !c.Uncounted {
 			inLog.Calls++
 		}
-		inLog.InputTokens += c.InputTokens
-		inLog.CachedTokens += c.CachedTokens
-		inLog.OutputTokens += c.OutputTokens
-		inLog.CostUSD += c.CostUSD
+		inLog.AddUsage(r)
 		if len(av.Calls) < maxCallsPerPage {
 			av.Calls = append(av.Calls, c)
 			shown++

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // usageOnDisk is what a trial's files say an agent used: the metering
@@ -30,7 +30,7 @@ func readUsage(t *testing.T, dir, agent string) usageOnDisk {
 	}
 	defer f.Close()
 	for sc := bufio.NewScanner(f); sc.Scan(); {
-		var r llm.Record
+		var r modelcall.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: %v", agent, err)
 		}
@@ -44,7 +44,7 @@ func readUsage(t *testing.T, dir, agent string) usageOnDisk {
 		u.Counted++
 		u.CostUSD += r.CostUSD
 	}
-	calls, missing, err := llm.ReadConversation(bytes.NewReader(readPlain(t, filepath.Join(agentDir, "llm-conversation.jsonl.gz"))))
+	calls, missing, err := modelcall.ReadConversation(bytes.NewReader(readPlain(t, filepath.Join(agentDir, "llm-conversation.jsonl.gz"))))
 	if err != nil || missing != 0 {
 		t.Fatalf("%s: conversation record: %v, %d blocks missing", agent, err, missing)
 	}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -18,7 +18,7 @@ import (
 // whole, and such a call cannot say what it asked.
 func TestThinkingEffortReachesTheModel(t *testing.T) {
 	env := testEnv(t)
-	asked := map[string]*llm.Asked{}
+	asked := map[string]*modelcall.Asked{}
 	hashes := map[string]bool{}
 	for _, effort := range []string{"low", "high"} {
 		res, dir := runTrial(t, env, "testdata/manifests/effort-"+effort+".yaml", helloWorld)
@@ -33,7 +33,7 @@ func TestThinkingEffortReachesTheModel(t *testing.T) {
 		sc := bufio.NewScanner(f)
 		calls := 0
 		for sc.Scan() {
-			var r llm.Record
+			var r modelcall.Record
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 				t.Fatal(err)
 			}

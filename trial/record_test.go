@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -24,7 +24,7 @@ func TestConversationsRecorded(t *testing.T) {
 	recorded := 0
 	for _, a := range res.Agents {
 		agentDir := filepath.Join(dir, "agents", a.ID)
-		calls, missing, err := llm.ReadConversation(bytes.NewReader(readPlain(t, filepath.Join(agentDir, "llm-conversation.jsonl.gz"))))
+		calls, missing, err := modelcall.ReadConversation(bytes.NewReader(readPlain(t, filepath.Join(agentDir, "llm-conversation.jsonl.gz"))))
 		if err != nil || missing != 0 {
 			t.Fatalf("%s: %v, %d blocks missing", a.ID, err, missing)
 		}
@@ -71,11 +71,11 @@ func countAdmitted(t *testing.T, path string) int {
 	defer f.Close()
 	n := 0
 	for sc := bufio.NewScanner(f); sc.Scan(); {
-		var r llm.Record
+		var r modelcall.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if r.ErrorClass != llm.ClassBadRequest && !r.Uncounted && r.RequestArrived() {
+		if r.ErrorClass != modelcall.ClassBadRequest && !r.Uncounted && r.RequestArrived() {
 			n++
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
@@ -31,12 +32,12 @@ type Replay struct {
 	// Recorded is its result.json.
 	Recorded *Result
 	// Calls are its agents' conversation records, by agent id.
-	Calls map[string][]llm.Call
+	Calls map[string][]modelcall.Call
 	// Members are its members' pubkeys by id, the trial user's as "user".
 	Members map[string]string
 	// OnDivergence is what the replay does when an agent leaves its
 	// recording.
-	OnDivergence llm.DivergencePolicy
+	OnDivergence modelcall.DivergencePolicy
 	// Warnings are what the recording lacks that a replay may miss.
 	Warnings []string
 }
@@ -46,7 +47,7 @@ type ReplayRecord struct {
 	// Source is the recorded trial's folder; RecordedOutcome its outcome.
 	Source          string          `json:"source"`
 	RecordedOutcome outcome.Outcome `json:"recorded_outcome"`
-	*llm.ReplayReport
+	*modelcall.ReplayReport
 }
 
 // ErrReplayDiverged: a replay stopped at an agent's first call off its
@@ -58,7 +59,7 @@ const ReplayDiverged Reason = "replay_diverged"
 
 // LoadReplay reads a recorded trial folder: its result, its members and
 // every agent's conversation record.
-func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
+func LoadReplay(dir string, policy modelcall.DivergencePolicy) (*Replay, error) {
 	res, err := ReadResult(filepath.Join(dir, trialdir.Result))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s is not a finished trial's folder: it has no result.json (give a trial folder, jobs/<job>/<task>__<condition>__<attempt>)", dir)
@@ -76,7 +77,7 @@ func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
 	if res.ManifestPath == OracleManifestPath {
 		return nil, fmt.Errorf("trial %s ran the oracle (the task's solution/solve.sh): it called no model, and there is nothing to replay", dir)
 	}
-	rp := &Replay{Dir: dir, Recorded: res, Calls: map[string][]llm.Call{}, OnDivergence: policy}
+	rp := &Replay{Dir: dir, Recorded: res, Calls: map[string][]modelcall.Call{}, OnDivergence: policy}
 	if rp.Members, err = readMembers(dir); err != nil {
 		return nil, err
 	}
@@ -99,9 +100,9 @@ func LoadReplay(dir string, policy llm.DivergencePolicy) (*Replay, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		rr := llm.NewRecordReader(zr, llm.RecordLimits{})
-		var calls []llm.Call
-		if err := rr.Each(func(c llm.Call) { calls = append(calls, c) }); err != nil {
+		rr := modelcall.NewRecordReader(zr, modelcall.RecordLimits{})
+		var calls []modelcall.Call
+		if err := rr.Each(func(c modelcall.Call) { calls = append(calls, c) }); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		missing := rr.Missing()

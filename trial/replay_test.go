@@ -15,13 +15,14 @@ import (
 	"testing"
 
 	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
 const teamManifest = "../examples/manifests/team.yaml"
 
 // replayOf runs a trial again as a replay of the one in dir.
-func replayOf(t *testing.T, env *Env, spec Spec, dir string, policy llm.DivergencePolicy) (*Result, string) {
+func replayOf(t *testing.T, env *Env, spec Spec, dir string, policy modelcall.DivergencePolicy) (*Result, string) {
 	t.Helper()
 	rp, err := LoadReplay(dir, policy)
 	if err != nil {
@@ -50,7 +51,7 @@ func sameAsRecorded(t *testing.T, rec, res *Result, recDir, dir string) {
 			t.Errorf("%+v", a)
 		}
 		for _, r := range readRecords(t, filepath.Join(dir, "agents", a.ID, "llm-calls.jsonl")) {
-			if r.ErrorClass == llm.ClassDisconnect || r.Uncounted {
+			if r.ErrorClass == modelcall.ClassDisconnect || r.Uncounted {
 				// The trial's end cut it or refused it (a call after the
 				// DONE: reaches the gateway or not by timing), as it may
 				// have in the recording; it is not counted either way.
@@ -67,15 +68,15 @@ func sameAsRecorded(t *testing.T, rec, res *Result, recDir, dir string) {
 	}
 }
 
-func readRecords(t *testing.T, file string) []llm.Record {
+func readRecords(t *testing.T, file string) []modelcall.Record {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []llm.Record
+	var out []modelcall.Record
 	for line := range bytes.Lines(data) {
-		var r llm.Record
+		var r modelcall.Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func TestReplayTeamTrial(t *testing.T) {
 	}
 
 	t.Run("unchanged", func(t *testing.T) {
-		res, dir := replayOf(t, env, spec, recDir, llm.DivergeStop)
+		res, dir := replayOf(t, env, spec, recDir, modelcall.DivergeStop)
 		sameAsRecorded(t, rec, res, recDir, dir)
 	})
 
@@ -105,7 +106,7 @@ func TestReplayTeamTrial(t *testing.T) {
 	changedSpec := spec
 	changedSpec.Team, changedSpec.ManifestPath = team(t, changed), changed
 	t.Run("a changed persona stops the replay", func(t *testing.T) {
-		res, _ := replayOf(t, env, changedSpec, recDir, llm.DivergeStop)
+		res, _ := replayOf(t, env, changedSpec, recDir, modelcall.DivergeStop)
 		if res.CompletionReason != ReplayDiverged || res.Outcome != outcome.Cancelled || res.ExceptionInfo == nil || res.ExceptionInfo.ExceptionType != ErrReplayDiverged {
 			t.Fatalf("%s %s %+v", res.CompletionReason, res.Outcome, res.ExceptionInfo)
 		}
@@ -121,7 +122,7 @@ func TestReplayTeamTrial(t *testing.T) {
 		}
 	})
 	t.Run("a changed persona goes on live", func(t *testing.T) {
-		res, _ := replayOf(t, env, changedSpec, recDir, llm.DivergeLive)
+		res, _ := replayOf(t, env, changedSpec, recDir, modelcall.DivergeLive)
 		if res.Outcome != outcome.Passed || len(res.Replay.Divergences) != 1 {
 			t.Fatalf("%s %+v", res.Outcome, res.Replay.ReplayReport)
 		}
@@ -145,14 +146,14 @@ func TestReplayAcrossScrubbing(t *testing.T) {
 	if rec.CompletionReason != DeclaredDone {
 		t.Fatalf("the recorded trial: %s %+v", rec.CompletionReason, rec.ExceptionInfo)
 	}
-	calls, _, err := llm.ReadConversation(bytes.NewReader(readPlain(t, filepath.Join(recDir, "agents", "solo-1", conversationFile+".gz"))))
+	calls, _, err := modelcall.ReadConversation(bytes.NewReader(readPlain(t, filepath.Join(recDir, "agents", "solo-1", conversationFile+".gz"))))
 	if err != nil || len(calls) < 2 {
 		t.Fatalf("the record: %d calls, %v", len(calls), err)
 	}
 	if req := string(calls[1].Request); strings.Count(req, "[redacted by troupe]") < 3 {
 		t.Fatalf("the second request does not carry the redacted key and token: %.3000s", req)
 	}
-	res, dir := replayOf(t, env, spec, recDir, llm.DivergeStop)
+	res, dir := replayOf(t, env, spec, recDir, modelcall.DivergeStop)
 	sameAsRecorded(t, rec, res, recDir, dir)
 }
 
@@ -230,7 +231,7 @@ func TestReplayWithTheUpstreamOff(t *testing.T) {
 	fake := &fakeOpenAI{}
 	up := httptest.NewServer(fake)
 	t.Cleanup(up.Close)
-	env := testEnvWith(t, llm.Endpoints{"fake": {Name: "fake", API: llm.OpenAI, BaseURL: up.URL + "/v1", Model: "fake-model"}})
+	env := testEnvWith(t, llm.Endpoints{"fake": {Name: "fake", API: modelcall.OpenAI, BaseURL: up.URL + "/v1", Model: "fake-model"}})
 	const manifestPath = "testdata/manifests/upstream.yaml"
 	spec := Spec{Name: "hello-world__upstream__1", Team: team(t, manifestPath), ManifestPath: manifestPath, Task: loadTask(t, helloWorld), Attempt: 1}
 	rec, recDir := runSpec(t, env, spec)
@@ -239,7 +240,7 @@ func TestReplayWithTheUpstreamOff(t *testing.T) {
 	}
 	up.Close()
 	asked := fake.calls.Load()
-	res, dir := replayOf(t, env, spec, recDir, llm.DivergeStop)
+	res, dir := replayOf(t, env, spec, recDir, modelcall.DivergeStop)
 	sameAsRecorded(t, rec, res, recDir, dir)
 	if fake.calls.Load() != asked {
 		t.Error("the replay called the upstream")

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/internal/atomicfile"
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/runtime/tunnel"
 	"github.com/troupebench/troupe/trial/outcome"
@@ -66,11 +66,11 @@ type AgentRecord struct {
 	Endpoint string `json:"endpoint"`
 	// Stack is the program the agent ran, and StackDigest its build (its
 	// files, command and environment: package stack).
-	Stack       string     `json:"stack,omitempty"`
-	StackDigest string     `json:"stack_digest,omitempty"`
-	Pubkey      string     `json:"pubkey"`
-	UID         int        `json:"uid"`
-	Usage       llm.Totals `json:"usage"`
+	Stack       string           `json:"stack,omitempty"`
+	StackDigest string           `json:"stack_digest,omitempty"`
+	Pubkey      string           `json:"pubkey"`
+	UID         int              `json:"uid"`
+	Usage       modelcall.Totals `json:"usage"`
 	// ExitCode is the agent process's exit status; nil if it was still
 	// running when the trial ended (the sweep ended it).
 	ExitCode *int `json:"exit_code"`

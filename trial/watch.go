@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // Steps 6 and 7 (docs/run.md): the task posted, and the watch for the trial's end.
@@ -30,7 +30,7 @@ func (r *run) watch(ctx context.Context) Reason {
 		select {
 		case d := <-diverged:
 			r.log.Info("replay diverged", "agent", d.Agent, "call", d.Call, "why", d.Why)
-			if r.spec.Replay.OnDivergence == llm.DivergeStop {
+			if r.spec.Replay.OnDivergence == modelcall.DivergeStop {
 				r.fail(ErrReplayDiverged, fmt.Errorf("call %d of agent %s left its recording (%s), and --on-divergence stop ends the replay there", d.Call, d.Agent, d.Why))
 				return ReplayDiverged
 			}

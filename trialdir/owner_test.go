@@ -17,16 +17,19 @@ import (
 // files) and fails where a format is declared a second time outside its
 // owner: a transcript line (a received_at field), a members.json line (a
 // struct of exactly id, role, kind and pubkey), a conversation record's
-// block references ($blocks, $prefix, outside llm), a trial file's name
-// spelled as a literal, the message kind 9 compared by number, the
-// DONE: prefix spelled outside package channel, a folder digest's entry
-// (path, NUL, mode, NUL) hashed outside task/taskfs, or a loader's located
-// error (a struct with Line, Col and Err) outside internal/located. A
-// second copy is where a writer and a reader come to differ.
+// block references ($blocks, $prefix) or call (an answer_text or
+// answer_omitted field) and a metering line of llm-calls.jsonl (a call's
+// latency_ms or ttfb_ms) outside modelcall, a trial file's name spelled
+// as a literal, the message kind 9 compared by number, the DONE: prefix
+// spelled outside package channel, a folder digest's entry (path, NUL,
+// mode, NUL) hashed outside task/taskfs, or a loader's located error (a
+// struct with Line, Col and Err) outside internal/located. A second copy
+// is where a writer and a reader come to differ.
 func TestOneOwnerPerFormat(t *testing.T) {
 	owners := map[string]string{ // what → the folder that owns it
 		"transcript line": "trialdir", "members line": "trialdir", "trial file name": "trialdir",
-		"record block reference": "llm", "message kind": "channel", "DONE: prefix": "channel",
+		"record block reference": "modelcall", "record call": "modelcall", "metering line": "modelcall",
+		"message kind": "channel", "DONE: prefix": "channel",
 		"folder digest entry": "task/taskfs",
 		"located error": "internal/located",
 	}
@@ -86,6 +89,10 @@ func TestOneOwnerPerFormat(t *testing.T) {
 						found(field, "transcript line", "a received_at field")
 					case "$blocks", "$prefix", "$block":
 						found(field, "record block reference", name)
+					case "answer_text", "answer_omitted":
+						found(field, "record call", "an "+name+" field")
+					case "latency_ms", "ttfb_ms":
+						found(field, "metering line", "a "+name+" field")
 					}
 				}
 				slices.Sort(tags)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/troupebench/troupe/atif/atiftest"
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // TestExportATIF: a mock team trial exports to ATIF; every file validates
@@ -77,7 +77,7 @@ func TestExportATIF(t *testing.T) {
 	// so no step.
 	calls := 0
 	for line := range strings.Lines(string(log)) {
-		var r llm.Record
+		var r modelcall.Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("llm-calls.jsonl: %v", err)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/troupebench/troupe/decide"
 	"github.com/troupebench/troupe/job"
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/report"
 	"github.com/troupebench/troupe/trial"
 )
@@ -23,7 +23,7 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 	roots := []any{
 		trial.Result{}, job.Result{}, trial.Event{}, job.Event{}, job.Plan{},
 		replayOutcome{}, planReport{}, validateResult{}, taskReport{}, datasetSummary{},
-		report.Comparison{}, llm.Record{}, decide.Decision{},
+		report.Comparison{}, modelcall.Record{}, decide.Decision{},
 	}
 	name := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 	marshaler := reflect.TypeFor[json.Marshaler]()

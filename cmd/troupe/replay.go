@@ -15,7 +15,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/job"
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trialdir"
@@ -71,7 +71,7 @@ it (unscored_infra), 1 when it could not run or was interrupted, 2 for a usage e
   troupe replay jobs/tb2/fix-git__team__3 --json | jq .replay.divergences`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			policy, err := llm.ParseDivergencePolicy(opts.policy)
+			policy, err := modelcall.ParseDivergencePolicy(opts.policy)
 			if err != nil {
 				return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--on-divergence: %w", err)}
 			}
@@ -86,7 +86,7 @@ it (unscored_infra), 1 when it could not run or was interrupted, 2 for a usage e
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.policy, "on-divergence", string(llm.DivergeStop), "what an agent's calls get from its first call off the recording: stop (end the trial there), live (its endpoint answers), mock-error (an error answers)")
+	f.StringVar(&opts.policy, "on-divergence", string(modelcall.DivergeStop), "what an agent's calls get from its first call off the recording: stop (end the trial there), live (its endpoint answers), mock-error (an error answers)")
 	f.StringVar(&opts.manifestPath, "manifest", "", "the roster to replay with (default: the recorded trial's manifest, at the path it was run from)")
 	f.StringVar(&opts.taskPath, "task", "", "the task folder (default: the recorded trial's, at the path it was run from)")
 	f.StringVarP(&opts.out, "out", "o", "", "the replay's job folder (default replays/<trial>-<time>)")
@@ -97,7 +97,7 @@ it (unscored_infra), 1 when it could not run or was interrupted, 2 for a usage e
 	return cmd
 }
 
-func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, artifactRoot, dir string, policy llm.DivergencePolicy, opts replayOptions) error {
+func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, artifactRoot, dir string, policy modelcall.DivergencePolicy, opts replayOptions) error {
 	rp, err := trial.LoadReplay(dir, policy)
 	if err != nil {
 		return err
@@ -169,7 +169,7 @@ func runReplay(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, art
 	return nil
 }
 
-func replayArgs(opts replayOptions, policy llm.DivergencePolicy) []string {
+func replayArgs(opts replayOptions, policy modelcall.DivergencePolicy) []string {
 	args := []string{"--on-divergence", string(policy)}
 	if opts.manifestPath != "" {
 		args = append(args, "--manifest", opts.manifestPath)
@@ -192,12 +192,12 @@ type replayOutcome struct {
 	Replay     string `json:"replay_trial"`
 	Reproduced bool   `json:"reproduced"`
 	// Outcome and RecordedOutcome, with their completion reasons.
-	Outcome           string               `json:"outcome"`
-	Reason            string               `json:"completion_reason"`
-	RecordedOutcome   string               `json:"recorded_outcome"`
-	RecordedReason    string               `json:"recorded_completion_reason"`
-	Transcript        trial.TranscriptDiff `json:"transcript"`
-	*llm.ReplayReport `json:"replay"`
+	Outcome                 string               `json:"outcome"`
+	Reason                  string               `json:"completion_reason"`
+	RecordedOutcome         string               `json:"recorded_outcome"`
+	RecordedReason          string               `json:"recorded_completion_reason"`
+	Transcript              trial.TranscriptDiff `json:"transcript"`
+	*modelcall.ReplayReport `json:"replay"`
 }
 
 // replayReport compares a replay's trial with its recording.

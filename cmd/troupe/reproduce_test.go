@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/troupebench/troupe/job"
-	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial"
 )
 
@@ -40,7 +40,7 @@ type trialFigures struct {
 }
 
 type agentFigures struct {
-	Usage llm.Totals
+	Usage modelcall.Totals
 	// Lines are the metering lines of llm-calls.jsonl, as figures.
 	Lines []string
 	// Recorded is the conversation record's calls.
@@ -68,7 +68,7 @@ func readFigures(t *testing.T, dir string) jobFigures {
 				t.Fatal(err)
 			}
 			for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
-				var l llm.Record
+				var l modelcall.Record
 				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 					t.Fatalf("%s: %v", agentDir, err)
 				}
@@ -78,7 +78,7 @@ func readFigures(t *testing.T, dir string) jobFigures {
 			if err != nil {
 				t.Fatal(err)
 			}
-			calls, _, err := llm.ReadConversation(zr)
+			calls, _, err := modelcall.ReadConversation(zr)
 			if err != nil {
 				t.Fatalf("%s: %v", agentDir, err)
 			}

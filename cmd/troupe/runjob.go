@@ -23,6 +23,7 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // jobExit is the exit status of a job that ran: 1 when it was
@@ -73,7 +74,7 @@ func runJob(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, opts r
 		return nil, fmt.Errorf("relay: %w", err)
 	}
 	// A replay that never goes live asks no upstream: it needs no key.
-	gw, err := openGateway(ctx, cfg, spec.Replay != nil && spec.Replay.OnDivergence != llm.DivergeLive)
+	gw, err := openGateway(ctx, cfg, spec.Replay != nil && spec.Replay.OnDivergence != modelcall.DivergeLive)
 	if err != nil {
 		rl.Close(context.WithoutCancel(ctx))
 		return nil, err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial"
 )
 
@@ -59,20 +59,20 @@ A real run becomes an offline regression test.`,
 }
 
 // recordLimitFlags set what reading a conversation record back may expand
-// to (llm.RecordLimits): a tampered record can name one large block
+// to (modelcall.RecordLimits): a tampered record can name one large block
 // thousands of times.
 type recordLimitFlags struct{ recordMiB, callMiB int64 }
 
 func (f *recordLimitFlags) register(cmd *cobra.Command) {
-	cmd.Flags().Int64Var(&f.recordMiB, "max-expanded-mib", llm.DefaultRecordLimits.Record>>20, "MiB a conversation record's requests may make, whole again, together: a record over it is refused")
-	cmd.Flags().Int64Var(&f.callMiB, "max-call-mib", llm.DefaultRecordLimits.Call>>20, "MiB one recorded call's request may make, whole again")
+	cmd.Flags().Int64Var(&f.recordMiB, "max-expanded-mib", modelcall.DefaultRecordLimits.Record>>20, "MiB a conversation record's requests may make, whole again, together: a record over it is refused")
+	cmd.Flags().Int64Var(&f.callMiB, "max-call-mib", modelcall.DefaultRecordLimits.Call>>20, "MiB one recorded call's request may make, whole again")
 }
 
-func (f recordLimitFlags) limits() llm.RecordLimits {
-	return llm.RecordLimits{Record: f.recordMiB << 20, Call: f.callMiB << 20}
+func (f recordLimitFlags) limits() modelcall.RecordLimits {
+	return modelcall.RecordLimits{Record: f.recordMiB << 20, Call: f.callMiB << 20}
 }
 
-func scenarioFromTrial(out, errOut io.Writer, dir string, lim llm.RecordLimits) error {
+func scenarioFromTrial(out, errOut io.Writer, dir string, lim modelcall.RecordLimits) error {
 	files, err := filepath.Glob(filepath.Join(dir, "agents", "*", "llm-conversation.jsonl.gz"))
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func scenarioFromTrial(out, errOut io.Writer, dir string, lim llm.RecordLimits) 
 	if len(files) == 0 {
 		return fmt.Errorf("%s holds no recorded model calls (agents/<id>/llm-conversation.jsonl.gz): is it a trial folder of a run with --record full, the default?", dir)
 	}
-	byAgent := map[string][]llm.Call{}
+	byAgent := map[string][]modelcall.Call{}
 	var errs []error
 	for _, f := range files {
 		agent := filepath.Base(filepath.Dir(f))
@@ -125,7 +125,7 @@ func ownTemplate(v trial.Own) string {
 // readRecord reads an agent's conversation record a call at a time,
 // keeping of each request only its last message, which is all a
 // scenario's step matches: the record's requests are never held whole.
-func readRecord(path string, lim llm.RecordLimits) ([]llm.Call, int, error) {
+func readRecord(path string, lim modelcall.RecordLimits) ([]modelcall.Call, int, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, err
@@ -135,31 +135,14 @@ func readRecord(path string, lim llm.RecordLimits) ([]llm.Call, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	rr := llm.NewRecordReader(zr, lim)
-	var calls []llm.Call
-	err = rr.Each(func(c llm.Call) {
-		c.Request = lastMessage(c.Request)
+	rr := modelcall.NewRecordReader(zr, lim)
+	var calls []modelcall.Call
+	err = rr.Each(func(c modelcall.Call) {
+		c.Request = modelcall.LastOnly(c.Request)
 		calls = append(calls, c)
 	})
 	if err != nil {
 		return nil, rr.Missing(), err
 	}
 	return calls, rr.Missing(), nil
-}
-
-// lastMessage is a request with only the last item of its history.
-func lastMessage(request json.RawMessage) json.RawMessage {
-	var req map[string]json.RawMessage
-	if json.Unmarshal(request, &req) != nil {
-		return request
-	}
-	slim := map[string]json.RawMessage{}
-	for _, k := range []string{"messages", "input"} {
-		var items []json.RawMessage
-		if json.Unmarshal(req[k], &items) == nil && len(items) > 0 {
-			slim[k], _ = json.Marshal(items[len(items)-1:])
-		}
-	}
-	out, _ := json.Marshal(slim)
-	return out
 }

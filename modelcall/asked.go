@@ -1,4 +1,4 @@
-package llm
+package modelcall
 
 import (
 	"encoding/json"
@@ -20,9 +20,11 @@ type Asked struct {
 	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
 }
 
-// askedOf reads what a request body asks, leniently: a field of the wrong
-// shape is left out (the upstream judges the request, not the meter).
-func askedOf(api API, req map[string]json.RawMessage) *Asked {
+// Asked reads what the request asks beside its messages, leniently: a
+// field of the wrong shape is left out (the upstream judges the request,
+// not the meter). nil when it asks nothing.
+func (r Request) Asked() *Asked {
+	req := r.Fields
 	var a Asked
 	str := func(raw json.RawMessage) string {
 		var s string
@@ -39,7 +41,7 @@ func askedOf(api API, req map[string]json.RawMessage) *Asked {
 		json.Unmarshal(raw, &obj)
 		return obj[key]
 	}
-	switch api {
+	switch r.API {
 	case OpenAI:
 		a.ReasoningEffort = str(req["reasoning_effort"])
 		a.MaxOutputTokens = num(req["max_completion_tokens"])

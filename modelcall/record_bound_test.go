@@ -1,4 +1,4 @@
-package llm
+package modelcall
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/modelcall/modelcalltest"
 )
 
 // tamperedRecord is a conversation record as an attacker would leave it in
@@ -109,7 +111,7 @@ func TestRecordDecompressionBounded(t *testing.T) {
 func TestRecordReaderAdded(t *testing.T) {
 	cv := &conversation{written: map[string]bool{}}
 	var rec bytes.Buffer
-	for i, r := range synthetic(3) {
+	for i, r := range modelcalltest.Conversation(3) {
 		line, blocks := cv.split(r)
 		for _, b := range blocks {
 			fmt.Fprintf(&rec, "{\"block\":%q,\"json\":%s}\n", b.Block, b.JSON)
@@ -141,7 +143,7 @@ func syntheticRecord(verified bool) []byte {
 		enc.Encode(recordFormat{Record: recordName, Version: recordVersion})
 	}
 	cv := &conversation{written: map[string]bool{}}
-	for i, req := range synthetic(200) {
+	for i, req := range modelcalltest.Conversation(200) {
 		request, blocks := cv.split(req)
 		for _, b := range blocks {
 			enc.Encode(b)

@@ -1,54 +1,18 @@
-package llm
+package modelcall
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
+
+	"github.com/troupebench/troupe/modelcall/modelcalltest"
 )
-
-// lockedBuffer is a conversation record the test reads back.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
-
-// synthetic is a 200-call conversation: a system prompt, tools, and one
-// message more on each call.
-func synthetic(calls int) [][]byte {
-	msgs := []map[string]string{{"role": "system", "content": strings.Repeat("system prompt ", 80)}}
-	tools := []map[string]any{}
-	for i := range 6 {
-		tools = append(tools, map[string]any{"type": "function", "function": map[string]any{"name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("does a thing ", 20)}})
-	}
-	var out [][]byte
-	for i := range calls {
-		msgs = append(msgs, map[string]string{"role": "user", "content": fmt.Sprintf("message %d: %s", i, strings.Repeat("some words of the turn ", 20))})
-		body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs, "tools": tools})
-		out = append(out, body)
-	}
-	return out
-}
 
 // TestConversationStorage: a 200-call conversation costs less than three
 // times its last request, not the sum of its requests.
 func TestConversationStorage(t *testing.T) {
-	reqs := synthetic(200)
+	reqs := modelcalltest.Conversation(200)
 	cv := &conversation{written: map[string]bool{}}
 	total := 0
 	for _, r := range reqs {
@@ -73,7 +37,7 @@ func TestConversationStorage(t *testing.T) {
 // BenchmarkConversationStorage reports the record's size as a multiple of
 // the last request, and the time to split a request.
 func BenchmarkConversationStorage(b *testing.B) {
-	reqs := synthetic(200)
+	reqs := modelcalltest.Conversation(200)
 	var total int
 	for b.Loop() {
 		cv := &conversation{written: map[string]bool{}}
@@ -95,7 +59,7 @@ func BenchmarkConversationStorage(b *testing.B) {
 func FuzzReadConversation(f *testing.F) {
 	cv := &conversation{written: map[string]bool{}}
 	var seed bytes.Buffer
-	for _, r := range synthetic(3) {
+	for _, r := range modelcalltest.Conversation(3) {
 		line, blocks := cv.split(r)
 		for _, b := range blocks {
 			data, _ := json.Marshal(b)

@@ -1,4 +1,4 @@
-package llm
+package modelcall
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ func TestAskedOf(t *testing.T) {
 	} {
 		var req map[string]json.RawMessage
 		json.Unmarshal([]byte(c.body), &req)
-		got, _ := json.Marshal(askedOf(c.api, req))
+		got, _ := json.Marshal(Request{API: c.api, Fields: req}.Asked())
 		if string(got) != c.want {
 			t.Errorf("%s %s: %s, want %s", c.api, c.body, got, c.want)
 		}

@@ -152,10 +152,10 @@ func (x *Export) addAgent(root *os.Root, a AgentInfo, trialID string, lim modelc
 		x.Missing = append(x.Missing, Missing{a.ID, "its id cannot name a file beside team.json"})
 		return nil
 	}
-	rec := path.Join("agents", a.ID, "llm-conversation.jsonl.gz")
-	meter, err := readMeter(root, path.Join("agents", a.ID, "llm-calls.jsonl"))
+	rec := trialdir.Conversation(a.ID)
+	meter, err := readMeter(root, trialdir.Calls(a.ID))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		x.Warnings = append(x.Warnings, fmt.Sprintf("agents/%s/llm-calls.jsonl: %v: metrics are the answers' usage", a.ID, err))
+		x.Warnings = append(x.Warnings, fmt.Sprintf("%s: %v: metrics are the answers' usage", trialdir.Calls(a.ID), err))
 	}
 	b, missing, err := readRecord(root, rec, lim, meter)
 	if errors.Is(err, fs.ErrNotExist) {

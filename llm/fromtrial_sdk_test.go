@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/modelcall"
 )
@@ -21,9 +22,9 @@ import (
 func recordCalls(t *testing.T, g *Gateway, name string) map[string][]modelcall.Call {
 	t.Helper()
 	var specs []AgentSpec
-	recs := map[string]*lockedBuffer{}
+	recs := map[string]*syncbuf.Buffer{}
 	for _, f := range formats {
-		recs[f.name] = &lockedBuffer{}
+		recs[f.name] = &syncbuf.Buffer{}
 		specs = append(specs, AgentSpec{ID: f.name, Endpoint: "mock/" + name, Conversation: recs[f.name]})
 	}
 	trial, err := g.OpenTrial(TrialSpec{ID: "t-" + name, Agents: specs, Prices: map[string]manifest.Price{"mock/" + name: testPrice}})

@@ -19,27 +19,10 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/modelcall"
 )
-
-// lockedBuffer is a conversation record the test reads back.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
 
 // realKey stands for a provider key: it must reach the upstream and nowhere
 // else.
@@ -176,24 +159,7 @@ type fixture struct {
 	up     *upstream
 	trial  *Trial
 	logs   string // folder of per-agent llm-calls.jsonl
-	logBuf *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logBuf *syncbuf.Buffer
 }
 
 var testPrice = manifest.Price{InputPerMillionUSD: 2, CachedInputPerMillionUSD: 0.5, OutputPerMillionUSD: 10}
@@ -233,7 +199,7 @@ scripts:
 func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 	t.Helper()
 	up := newUpstream(t)
-	f := &fixture{up: up, logs: t.TempDir(), logBuf: &syncBuffer{}}
+	f := &fixture{up: up, logs: t.TempDir(), logBuf: &syncbuf.Buffer{}}
 	f.g = New(Endpoints{
 		"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "TEST_OA_KEY", Model: "upstream-model-o"},
 		"an": {Name: "an", API: modelcall.Anthropic, BaseURL: up.srv.URL, APIKeyEnv: "TEST_AN_KEY", Model: "upstream-model-a"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/modelcall"
 )
 
@@ -20,7 +21,7 @@ import (
 // upstream got it (history and all) and its answer as the agent got it,
 // streamed or not, with no token in it.
 func TestConversationRecord(t *testing.T) {
-	rec := &lockedBuffer{}
+	rec := &syncbuf.Buffer{}
 	f := newFixture(t, AgentSpec{ID: "a-1", Endpoint: "oa", Conversation: rec})
 	client := f.openai("a-1")
 	token := f.trial.Token("a-1").Reveal()

@@ -15,6 +15,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/modelcall"
 )
@@ -82,7 +83,7 @@ func (s session) ask(ctx context.Context, pubkey, trialID, second string) ([]str
 // nothing; a changed request is the agent's divergence, shown as a diff,
 // and the policy says what its calls get from there.
 func TestReplay(t *testing.T) {
-	recA, recB := &lockedBuffer{}, &lockedBuffer{}
+	recA, recB := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	f := newFixture(t, AgentSpec{ID: "a-1", Endpoint: "oa", Conversation: recA, Pubkey: "pk-recorded-a"}, AgentSpec{ID: "b-1", Endpoint: "an", Conversation: recB, Pubkey: "pk-recorded-b"})
 	want, err := newSession(f.g, f.trial).ask(t.Context(), "pk-recorded-a", "t1", "second")
 	if err != nil {
@@ -91,7 +92,7 @@ func TestReplay(t *testing.T) {
 	upstreamCalls := f.up.calls.Load()
 	waitRecords(t, f, "b-1", 2)
 	recorded := map[string][]modelcall.Call{}
-	for id, buf := range map[string]*lockedBuffer{"a-1": recA, "b-1": recB} {
+	for id, buf := range map[string]*syncbuf.Buffer{"a-1": recA, "b-1": recB} {
 		calls, missing, err := modelcall.ReadConversation(bytes.NewReader(buf.Bytes()))
 		if err != nil || missing != 0 || len(calls) != 2 {
 			t.Fatalf("%s: %d calls, %v, %d missing", id, len(calls), err, missing)

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/troupebench/troupe/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,7 +23,7 @@ import (
 func TestDebugLogHoldsNoSecret(t *testing.T) {
 	f := newFixture(t, AgentSpec{ID: "a-1", Endpoint: "oa"}, AgentSpec{ID: "b-1", Endpoint: "an"})
 	f.g.DrainGrace = 100 * time.Millisecond // for the stream the agent abandons
-	var jsonOut syncBuffer
+	var jsonOut syncbuf.Buffer
 	logs := []*slog.Logger{f.g.Logger, slog.New(slog.NewJSONHandler(&jsonOut, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	logAll := func(msg string) {
 		for _, l := range logs {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/modelcall"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // The conversation page of troupe view: one agent's model calls in order,
@@ -136,9 +137,8 @@ func (v *Viewer) conversation(w http.ResponseWriter, key, agent, baseline string
 		return
 	}
 	defer tf.root.Close()
-	dir := "agents/" + agent + "/"
-	if _, _, err := tf.open(dir + "llm-calls.jsonl"); errors.Is(err, fs.ErrNotExist) {
-		if _, _, err := tf.open(dir + "llm-conversation.jsonl.gz"); errors.Is(err, fs.ErrNotExist) {
+	if _, _, err := tf.open(trialdir.Calls(agent)); errors.Is(err, fs.ErrNotExist) {
+		if _, _, err := tf.open(trialdir.Conversation(agent)); errors.Is(err, fs.ErrNotExist) {
 			http.Error(w, "no model calls of agent "+agent+" in this trial", http.StatusNotFound)
 			return
 		}
@@ -147,10 +147,10 @@ func (v *Viewer) conversation(w http.ResponseWriter, key, agent, baseline string
 	q := url.Values{"t": {key}}
 	top := convTop{Title: agent + " in " + t.Name, Agent: agent, Running: t.Outcome == outcomeRunning,
 		Home: withBaseline("/", url.Values{}, baseline), Back: withBaseline("/trial", q, baseline)}
-	meter, meterNote := readMeter(tf, dir+"llm-calls.jsonl")
+	meter, meterNote := readMeter(tf, trialdir.Calls(agent))
 	top.MeterNote = meterNote
 
-	rec, _, err := tf.open(dir + "llm-conversation.jsonl.gz")
+	rec, _, err := tf.open(trialdir.Conversation(agent))
 	var zr *gzip.Reader
 	if err == nil {
 		defer rec.Close()

@@ -3,6 +3,7 @@ package trial
 import (
 	"compress/gzip"
 	"fmt"
+	"github.com/troupebench/troupe/trialdir"
 	"io"
 	"os"
 	"path/filepath"
@@ -36,10 +37,6 @@ func ParseRecordMode(s string) (RecordMode, error) {
 
 func (m RecordMode) full() bool { return m == "" || m == RecordFull }
 
-// conversationFile is an agent's conversation record while the trial
-// writes it; it is compressed when the trial ends.
-const conversationFile = "llm-conversation.jsonl"
-
 // optional is a sink as an io.Writer, nil when there is none (a typed nil
 // pointer would not be a nil io.Writer).
 func optional(s *sink) io.Writer {
@@ -57,14 +54,15 @@ func (r *run) compressConversations() {
 		if ar.conversation == nil {
 			continue
 		}
-		plain := filepath.Join(r.spec.Dir, "agents", ar.ID, conversationFile)
+		plain := filepath.Join(r.spec.Dir, filepath.FromSlash(trialdir.ConversationPlain(ar.ID)))
 		if err := gzipFile(plain); err != nil {
 			r.cleanupError("compress "+plain, err)
 		}
 	}
 }
 
-// gzipFile replaces path with path.gz.
+// gzipFile replaces path with path.gz (trialdir.Conversation is
+// trialdir.ConversationPlain and .gz).
 func gzipFile(path string) error {
 	in, err := os.Open(path)
 	if err != nil {

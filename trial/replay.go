@@ -84,7 +84,7 @@ func LoadReplay(dir string, policy modelcall.DivergencePolicy) (*Replay, error) 
 	recorded := 0
 	var unverified []string
 	for _, a := range res.Agents {
-		file := filepath.Join(dir, "agents", a.ID, conversationFile+".gz")
+		file := filepath.Join(dir, filepath.FromSlash(trialdir.Conversation(a.ID)))
 		data, err := os.ReadFile(file)
 		if errors.Is(err, fs.ErrNotExist) {
 			if a.Usage.Calls > 0 {
@@ -121,7 +121,7 @@ func LoadReplay(dir string, policy modelcall.DivergencePolicy) (*Replay, error) 
 		rp.Warnings = append(rp.Warnings, fmt.Sprintf("the conversation records of %s have no digests (they were written before troupe verified records): their calls are replayed unverified", strings.Join(unverified, ", ")))
 	}
 	if recorded == 0 {
-		return nil, fmt.Errorf("trial %s kept no conversation (agents/<id>/%s.gz): it ran with --record meta or none, and there is nothing to replay; run it again with --record full (the default)", dir, conversationFile)
+		return nil, fmt.Errorf("trial %s kept no conversation (%s): it ran with --record meta or none, and there is nothing to replay; run it again with --record full (the default)", dir, trialdir.Conversation("<id>"))
 	}
 	return rp, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 const teamManifest = "../examples/manifests/team.yaml"
@@ -146,7 +147,7 @@ func TestReplayAcrossScrubbing(t *testing.T) {
 	if rec.CompletionReason != DeclaredDone {
 		t.Fatalf("the recorded trial: %s %+v", rec.CompletionReason, rec.ExceptionInfo)
 	}
-	calls, _, err := modelcall.ReadConversation(bytes.NewReader(readPlain(t, filepath.Join(recDir, "agents", "solo-1", conversationFile+".gz"))))
+	calls, _, err := modelcall.ReadConversation(bytes.NewReader(readPlain(t, filepath.Join(recDir, filepath.FromSlash(trialdir.Conversation("solo-1"))))))
 	if err != nil || len(calls) < 2 {
 		t.Fatalf("the record: %d calls, %v", len(calls), err)
 	}

@@ -31,7 +31,7 @@ func TestOneOwnerPerFormat(t *testing.T) {
 		"record block reference": "modelcall", "record call": "modelcall", "metering line": "modelcall",
 		"message kind": "channel", "DONE: prefix": "channel",
 		"folder digest entry": "task/taskfs",
-		"located error": "internal/located",
+		"located error":       "internal/located",
 	}
 	// Every file name of a trial folder and a job folder, each with the
 	// packages that may spell it besides trialdir: config.json is also

@@ -19,11 +19,11 @@ import (
 	"github.com/troupebench/troupe/examples"
 	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/llm"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/relay"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
-	"github.com/troupebench/troupe/modelcall"
 )
 
 // jobExit is the exit status of a job that ran: 1 when it was

@@ -13,6 +13,7 @@ import (
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 func newScenarioCmd(a *app) *cobra.Command {
@@ -73,7 +74,7 @@ func (f recordLimitFlags) limits() modelcall.RecordLimits {
 }
 
 func scenarioFromTrial(out, errOut io.Writer, dir string, lim modelcall.RecordLimits) error {
-	files, err := filepath.Glob(filepath.Join(dir, "agents", "*", "llm-conversation.jsonl.gz"))
+	files, err := filepath.Glob(filepath.Join(dir, filepath.FromSlash(trialdir.Conversation("*"))))
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func New(cfg Config, log *slog.Logger) *Agent {
 	a := &Agent{cfg: cfg, log: log, wake: make(chan struct{}, 1)}
 	a.member = member.New(member.Config{RelayURL: cfg.RelayURL, Channel: cfg.Channel, SecretKey: cfg.SecretKey, PublicKey: cfg.PublicKey, AgentID: cfg.AgentID}, log)
 	a.member.OnMessage = a.receive
-	a.llm = &llmClient{base: cfg.LLMBaseURL, token: cfg.LLMToken, model: cfg.Model, gen: cfg.Generation, http: &http.Client{}, sleep: sleepCtx}
+	a.llm = &llmClient{base: cfg.LLMBaseURL, token: cfg.LLMToken, model: cfg.Model, gen: cfg.Generation, http: &http.Client{}}
 	a.llm.onRetry = func(attempt, status int, wait time.Duration, err error) {
 		a.log.Warn("model call will be retried", "attempt", attempt, "status", status, "wait", wait.String(), "err", err.Error())
 	}

@@ -79,8 +79,6 @@ type llmClient struct {
 	// the threshold at which the conversation is compacted.
 	gen  contract.Generation
 	http *http.Client
-	// sleep waits between retries; tests may shorten it.
-	sleep func(ctx context.Context, d time.Duration) error
 	// onRetry reports a retry (for logs).
 	onRetry func(attempt int, status int, wait time.Duration, err error)
 }
@@ -118,7 +116,7 @@ func (c *llmClient) chat(ctx context.Context, msgs []message, tools []toolSpec) 
 		if c.onRetry != nil {
 			c.onRetry(attempt, status, wait, err)
 		}
-		if err := c.sleep(ctx, wait); err != nil {
+		if err := sleepCtx(ctx, wait); err != nil {
 			return nil, err
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/troupebench/troupe/modelcall"
-	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
 
@@ -78,32 +77,10 @@ func TrialLimits(dir string, lim modelcall.RecordLimits) (Export, error) {
 	return x, nil
 }
 
-// result is what the export reads of a trial's result.json (written by
-// package trial, whose Result has every field): the trial's names and
-// its agents. Like report.Trial, it names only the fields it reads, so
-// that the export needs none of the trial's machinery.
-type result struct {
-	TrialID   string          `json:"troupe_trial_id"`
-	TrialName string          `json:"trial_name"`
-	TaskName  string          `json:"task_name"`
-	Condition string          `json:"condition"`
-	Version   string          `json:"troupe_version"`
-	Outcome   outcome.Outcome `json:"outcome"`
-	// Agents are the members that were agents, with what they ran and
-	// what they used.
-	Agents []struct {
-		Member
-		Endpoint    string           `json:"endpoint"`
-		Stack       string           `json:"stack"`
-		StackDigest string           `json:"stack_digest"`
-		Usage       modelcall.Totals `json:"usage"`
-	} `json:"agents"`
-}
-
 // team is who a trial's members were: its result (zero while the trial
 // has none), the agents to export, and the channel's members.
 type team struct {
-	res       result
+	res       trialdir.TrialResult
 	hasResult bool
 	agents    []AgentInfo
 	members   []Member
@@ -113,7 +90,7 @@ type team struct {
 // while the trial has no result.
 func readTeam(root *os.Root) (team, error) {
 	var tm team
-	resErr := readJSON(root, trialdir.Result, &tm.res)
+	read, resErr := readResult(root)
 	memErr := readJSON(root, trialdir.Members, &tm.members)
 	for _, err := range []error{resErr, memErr} {
 		if errors.Is(err, errTooBig) {
@@ -121,6 +98,9 @@ func readTeam(root *os.Root) (team, error) {
 		}
 	}
 	tm.hasResult = resErr == nil
+	if tm.hasResult {
+		tm.res = *read
+	}
 	if !tm.hasResult && memErr != nil {
 		return team{}, ErrNotTrial
 	}
@@ -139,7 +119,7 @@ func readTeam(root *os.Root) (team, error) {
 	if len(tm.members) == 0 {
 		// A trial from before members.json: its agents; the user unknown.
 		for _, a := range res.Agents {
-			tm.members = append(tm.members, a.Member)
+			tm.members = append(tm.members, a.Member())
 		}
 	}
 	return tm, nil
@@ -234,15 +214,31 @@ func safeID(id string) bool {
 	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, `/\`)
 }
 
-// maxJSONFile bounds result.json and relay/members.json: troupe writes them
-// small, and one of gigabytes is no trial's (report's readRegular agrees).
-const maxJSONFile = 16 << 20
+// maxJSONFile bounds relay/members.json as trialdir bounds result.json:
+// troupe writes them small, and one of gigabytes is no trial's.
+const maxJSONFile = trialdir.MaxResult
 
 // maxLogRead bounds what is read of a call log or the transcript: a trial
 // keeps under 8 and 32 MiB of them (trial.DefaultBounds).
 const maxLogRead = 256 << 20
 
-var errTooBig = errors.New("too big to be troupe's")
+// errTooBig is trialdir's, so that a result.json and a members.json over
+// their bound are refused alike.
+var errTooBig = trialdir.ErrTooBig
+
+// readResult reads result.json through the format's reader.
+func readResult(root *os.Root) (*trialdir.TrialResult, error) {
+	f, err := root.Open(trialdir.Result)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	res, err := trialdir.DecodeResult(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", trialdir.Result, err)
+	}
+	return res, nil
+}
 
 func readJSON(root *os.Root, name string, v any) error {
 	f, err := root.Open(name)

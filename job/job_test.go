@@ -15,6 +15,7 @@ import (
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
@@ -98,7 +99,7 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 	}
 
 	// Resume: scored trials are kept as they are; the unscored are redone.
-	before, _ := trial.ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
+	before, _ := trialdir.ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
 	finished = map[string]outcome.Outcome{}
 	jobEvents = nil
 	spec.Retries = 0
@@ -106,7 +107,7 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := trial.ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
+	after, _ := trialdir.ReadResult(filepath.Join(dir, "hello-world__hello-solo-mock__1", "result.json"))
 	if before.ID != after.ID || !before.FinishedAt.Equal(after.FinishedAt) {
 		t.Errorf("a finished trial was run again: %s then %s", before.ID, after.ID)
 	}
@@ -324,8 +325,8 @@ func TestJobCountsWhatRetriedRunsSpent(t *testing.T) {
 	name := c.Team.Manifest.Condition
 	j := &runner{res: &Result{Conditions: map[string]*ConditionStats{name: {}}, Trials: map[string]outcome.Outcome{}}}
 	p := &PlanTrial{Name: "t__" + name + "__1", Condition: name, cond: c}
-	redone := &trial.Result{Outcome: outcome.UnscoredInfra, AgentResult: trial.AgentResult{CostUSD: 0.5, NInputTokens: 100}}
-	final := &trial.Result{Outcome: outcome.Passed, AgentResult: trial.AgentResult{CostUSD: 0.25, NInputTokens: 40}}
+	redone := &trialdir.TrialResult{Outcome: outcome.UnscoredInfra, AgentResult: trialdir.AgentResult{CostUSD: 0.5, NInputTokens: 100}}
+	final := &trialdir.TrialResult{Outcome: outcome.Passed, AgentResult: trialdir.AgentResult{CostUSD: 0.25, NInputTokens: 40}}
 	j.spent(p, redone)
 	j.count(p, final)
 	got := j.res.Conditions[name]

@@ -9,7 +9,6 @@ import (
 	"unicode"
 
 	"github.com/troupebench/troupe/task"
-	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
@@ -94,7 +93,7 @@ type PlanTrial struct {
 	cond Condition
 	task *task.Task
 	// kept is a kept trial's result: the job counts it.
-	kept *trial.Result
+	kept *trialdir.TrialResult
 }
 
 // State is what a job's run does with a trial of its plan.

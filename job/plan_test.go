@@ -12,8 +12,8 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
-	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // TestPlanOfASmallJob: two conditions on two tasks, twice, planned: the
@@ -93,7 +93,7 @@ func checkPlanImages(t *testing.T, p *Plan, hello, compose *task.Task) {
 func checkResume(t *testing.T, p *Plan, solo Condition, hello, compose *task.Task) {
 	t.Helper()
 	result := func(name string, o outcome.Outcome, taskDigest string) {
-		res := trial.Result{Outcome: o, ManifestHash: solo.Team.Manifest.Hash(), TaskChecksum: taskDigest}
+		res := trialdir.TrialResult{Outcome: o, ManifestHash: solo.Team.Manifest.Hash(), TaskChecksum: taskDigest}
 		data, _ := json.Marshal(res)
 		if err := os.MkdirAll(filepath.Join(p.Dir, name), 0o755); err != nil {
 			t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/troupebench/troupe/decide"
 	"github.com/troupebench/troupe/internal/atomicfile"
-	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
@@ -73,7 +72,7 @@ func (r *Result) Done() int {
 }
 
 // count adds a trial's result to the job's totals.
-func (r *runner) count(p *PlanTrial, res *trial.Result) {
+func (r *runner) count(p *PlanTrial, res *trialdir.TrialResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := &r.res.Stats
@@ -100,7 +99,7 @@ func (r *runner) count(p *PlanTrial, res *trial.Result) {
 
 // spent counts what a run that is redone cost: it is paid for, though its
 // outcome is replaced by the retry's.
-func (r *runner) spent(p *PlanTrial, res *trial.Result) {
+func (r *runner) spent(p *PlanTrial, res *trialdir.TrialResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.addSpend(r.res.Conditions[p.Condition], res)
@@ -108,7 +107,7 @@ func (r *runner) spent(p *PlanTrial, res *trial.Result) {
 
 // addSpend adds a run's tokens and cost to the job's and the condition's
 // totals; r.mu is held.
-func (r *runner) addSpend(c *ConditionStats, res *trial.Result) {
+func (r *runner) addSpend(c *ConditionStats, res *trialdir.TrialResult) {
 	s := &r.res.Stats
 	c.CostUSD += res.AgentResult.CostUSD
 	s.InputTokens += res.AgentResult.NInputTokens

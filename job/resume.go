@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trialdir"
 )
 
@@ -18,7 +17,7 @@ func (p *Plan) Resume() {
 	for _, t := range p.Trials {
 		t.State, t.Why, t.Outcome, t.kept = ToRun, "", "", nil
 		dir := filepath.Join(p.Dir, t.Name)
-		res, readErr := trial.ReadResult(filepath.Join(dir, trialdir.Result))
+		res, readErr := trialdir.ReadResult(filepath.Join(dir, trialdir.Result))
 		finished := readErr == nil && res.Finished()
 		// A result of other inputs is not kept: it would be counted as a
 		// result of these.

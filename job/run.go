@@ -182,7 +182,7 @@ func (r *runner) runTrial(ctx context.Context, p *PlanTrial) error {
 	}
 }
 
-func exceptionMessage(res *trial.Result) string {
+func exceptionMessage(res *trialdir.TrialResult) string {
 	if res.ExceptionInfo == nil {
 		return ""
 	}

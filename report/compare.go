@@ -245,11 +245,11 @@ func (c *Comparison) addConditions(keys []string, g grouping) {
 		}
 		c.Conditions = append(c.Conditions, cond)
 		for _, t := range g.byKey[k] {
-			tasks[t.Task] = true
-			row := c.Grid[t.Task]
+			tasks[t.TaskName] = true
+			row := c.Grid[t.TaskName]
 			if row == nil {
 				row = map[string]Cell{}
-				c.Grid[t.Task] = row
+				c.Grid[t.TaskName] = row
 			}
 			cell := row[cond.Name]
 			cell.Trials++
@@ -337,12 +337,12 @@ func summarize(name, key string, trials []*Trial) *Condition {
 		if !t.StartedAt.IsZero() && !t.FinishedAt.IsZero() && t.Wall() >= 0 {
 			walls = append(walls, float64(t.Wall()))
 		}
-		pt := perTask[t.Task]
+		pt := perTask[t.TaskName]
 		pt[0]++
 		if t.Outcome == outcome.Passed {
 			pt[1]++
 		}
-		perTask[t.Task] = pt
+		perTask[t.TaskName] = pt
 	}
 	// readTrial refuses an outcome outside the vocabulary, so the tally
 	// counts every trial.
@@ -517,7 +517,7 @@ func latestScored(trials []*Trial) (map[pairKey]*Trial, int) {
 		if !t.Outcome.Scored() {
 			continue
 		}
-		k := pairKey{t.Task, t.Attempt}
+		k := pairKey{t.TaskName, t.Attempt}
 		if prev, ok := by[k]; ok {
 			dup[k] = true
 			if t.FinishedAt.Before(prev.FinishedAt) || t.FinishedAt.Equal(prev.FinishedAt) && t.Dir < prev.Dir {

@@ -3,10 +3,11 @@
 // compare` (tables, markdown, JSON, a self-contained HTML report) and
 // `troupe view` (a read-only local web UI over job folders).
 //
-// It reads result.json files as the file format defines them (docs/run.md),
-// not troupe's in-memory types, so results of other versions and hand-made
-// fixtures read alike; what an outcome counts as is trial/outcome's, the
-// one definition the job's own counts use too. A result it cannot read is
+// It reads result.json files with the format's one reader (package
+// trialdir, which the trial writes them with), never the trial's
+// machinery, and checks the figures a comparison sums; what an outcome
+// counts as is trial/outcome's, the one definition the job's own counts
+// use too. A result it cannot read is
 // named in every report, never dropped silently; a figure of nothing (the
 // pass rate of a condition with no scored trial) is null, never 0. Its
 // statistics (Wilson intervals, the unbiased pass@k, percentile bootstrap

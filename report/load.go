@@ -1,8 +1,8 @@
 package report
 
 import (
+	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,56 +13,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupebench/troupe/modelcall"
-	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
 
-// Trial is what a comparison needs of one trial's result.json. It is read
-// from the file format (docs/run.md), not from troupe's own types, so that
-// results of other versions, and hand-made fixtures, read the same way.
+// Trial is a trial as a comparison sees it: its result.json, as the
+// format's one reader (trialdir.DecodeResult) reads it, with where it was
+// found. The fields a comparison reads are checked for figures no trial
+// can have (decodeTrial); the rest are the viewer's.
 type Trial struct {
 	// Dir is the trial folder; Job the job folder holding it.
 	Dir, Job string
 	// Redone marks a run the job redid (.superseded/): it counts for what
 	// it cost, nothing else.
-	Redone       bool
-	Name         string          `json:"trial_name"`
-	Task         string          `json:"task_name"`
-	Attempt      int             `json:"attempt"`
-	Condition    string          `json:"condition"`
-	ManifestHash string          `json:"manifest_sha256"`
-	TaskChecksum string          `json:"task_checksum"`
-	Outcome      outcome.Outcome `json:"outcome"`
-	Reason       string          `json:"completion_reason"`
-	Reward       *float64        `json:"reward"`
-	StartedAt    time.Time       `json:"started_at"`
-	FinishedAt   time.Time       `json:"finished_at"`
-	AgentResult  struct {
-		InputTokens  int64   `json:"n_input_tokens"`
-		CachedTokens int64   `json:"n_cache_tokens"`
-		OutputTokens int64   `json:"n_output_tokens"`
-		CostUSD      float64 `json:"cost_usd"`
-		Calls        int64   `json:"n_calls"`
-	} `json:"agent_result"`
-	Agents []struct {
-		ID    string           `json:"id"`
-		Role  string           `json:"role"`
-		Kind  string           `json:"kind"`
-		Usage modelcall.Totals `json:"usage"`
-	} `json:"agents"`
-	// VerdictUntrusted marks a trial whose system files (shells,
-	// interpreters, /tests) had changed before its verifier ran.
-	VerdictUntrusted bool `json:"verdict_untrusted"`
-	// Replay is set when the trial replayed a recorded one (troupe
-	// replay): no trial of its roster, and free but for its live calls.
-	Replay *struct {
-		Source string `json:"source"`
-		Agents []struct {
-			ID          string  `json:"id"`
-			LiveCostUSD float64 `json:"live_cost_usd"`
-		} `json:"agents"`
-	} `json:"replay"`
+	Redone bool
+	trialdir.TrialResult
 }
 
 // Wall is the trial's time from start to finish.
@@ -179,7 +143,7 @@ func redoneRuns(jobDir string) []*Trial {
 
 func sortTrials(trials []*Trial) {
 	slices.SortFunc(trials, func(a, b *Trial) int {
-		return cmp.Or(strings.Compare(a.Task, b.Task), strings.Compare(a.Condition, b.Condition), cmp.Compare(a.Attempt, b.Attempt), strings.Compare(a.Dir, b.Dir))
+		return cmp.Or(strings.Compare(a.TaskName, b.TaskName), strings.Compare(a.Condition, b.Condition), cmp.Compare(a.Attempt, b.Attempt), strings.Compare(a.Dir, b.Dir))
 	})
 }
 
@@ -246,14 +210,15 @@ func decodeTrial(path string) (*Trial, error) {
 	if data == nil || err != nil {
 		return nil, err
 	}
-	var t Trial
-	if err := json.Unmarshal(data, &t); err != nil {
+	res, err := trialdir.DecodeResult(bytes.NewReader(data))
+	if err != nil {
 		return nil, err
 	}
-	if t.Name == "" || t.Outcome == "" {
+	t := Trial{TrialResult: *res}
+	if t.TrialName == "" || t.Outcome == "" {
 		return nil, nil
 	}
-	if t.Condition == "" || t.Task == "" {
+	if t.Condition == "" || t.TaskName == "" {
 		return nil, errors.New("a trial result without a condition or a task")
 	}
 	if !t.Outcome.Valid() {
@@ -266,7 +231,7 @@ func decodeTrial(path string) (*Trial, error) {
 	for _, a := range t.Agents {
 		ok = ok && plausible(a.Usage.CostUSD) && a.Usage.Calls >= 0 && a.Usage.InputTokens >= 0 && a.Usage.OutputTokens >= 0 && a.Usage.CachedTokens >= 0
 	}
-	if !ok || t.AgentResult.InputTokens < 0 || t.AgentResult.OutputTokens < 0 {
+	if !ok || t.AgentResult.NInputTokens < 0 || t.AgentResult.NOutputTokens < 0 {
 		return nil, errors.New("implausible figures (a negative count, or a cost or reward out of range)")
 	}
 	t.Dir = filepath.Dir(path)

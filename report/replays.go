@@ -36,9 +36,11 @@ func atLiveCost(t *Trial) *Trial {
 	c.Agents = append(c.Agents[:0:0], t.Agents...)
 	live := map[string]float64{}
 	total := 0.0
-	for _, a := range t.Replay.Agents {
-		live[a.ID] += a.LiveCostUSD
-		total += a.LiveCostUSD
+	if t.Replay.ReplayReport != nil { // a replay whose result has no report played nothing live
+		for _, a := range t.Replay.Agents {
+			live[a.ID] += a.LiveCostUSD
+			total += a.LiveCostUSD
+		}
 	}
 	for i := range c.Agents {
 		c.Agents[i].Usage.CostUSD = live[c.Agents[i].ID]

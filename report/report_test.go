@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -108,7 +109,7 @@ func TestCompareProblems(t *testing.T) {
 	// Few pairs: a warning, not a verdict.
 	var few []*Trial
 	for _, tr := range trials {
-		if tr.Task == "hello-world" {
+		if tr.TaskName == "hello-world" {
 			few = append(few, tr)
 		}
 	}
@@ -121,9 +122,9 @@ func TestCompareProblems(t *testing.T) {
 // mk makes an in-memory trial, finished at minute min of the day.
 func mk(cond, hash, task string, attempt int, o outcome.Outcome, minute int) *Trial {
 	start := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	return &Trial{Name: fmt.Sprintf("%s__%s__%d", task, cond, attempt), Task: task, Attempt: attempt,
-		Condition: cond, ManifestHash: hash, Outcome: o, Dir: fmt.Sprintf("%s-%d", cond, minute),
-		StartedAt: start, FinishedAt: start.Add(time.Duration(minute) * time.Minute)}
+	return &Trial{TrialResult: trialdir.TrialResult{TrialName: fmt.Sprintf("%s__%s__%d", task, cond, attempt), TaskName: task, Attempt: attempt,
+		Condition: cond, ManifestHash: hash, Outcome: o,
+		StartedAt: start, FinishedAt: start.Add(time.Duration(minute) * time.Minute)}, Dir: fmt.Sprintf("%s-%d", cond, minute)}
 }
 
 func TestPairingDuplicatesAndChangedTasks(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // Results written by package trial, read back by report, agree with the
@@ -44,13 +45,13 @@ func TestRoundTripThroughTrialResults(t *testing.T) {
 	tallies := map[string]*outcome.Tally{}
 	spent := map[string]float64{}
 	for i, s := range specs {
-		res := &trial.Result{
+		res := &trialdir.TrialResult{
 			TrialName: s.task + "__" + s.cond + "__" + string(rune('0'+s.attempt)), TaskName: s.task, Attempt: s.attempt,
 			Condition: s.cond, ManifestHash: s.cond + "-hash", TaskChecksum: "sum-" + s.task,
 			StartedAt: start, FinishedAt: start.Add(time.Duration(30+i) * time.Second),
 			CompletionReason: trial.DeclaredDone, Outcome: s.out, Reward: s.reward,
-			AgentResult: trial.AgentResult{NInputTokens: 1000, NOutputTokens: 100, CostUSD: s.cost, NCalls: 3},
-			Agents: []trial.AgentRecord{{ID: "lead-1", Kind: "orchestrator", Role: "lead",
+			AgentResult: trialdir.AgentResult{NInputTokens: 1000, NOutputTokens: 100, CostUSD: s.cost, NCalls: 3},
+			Agents: []trialdir.AgentRecord{{ID: "lead-1", Kind: "orchestrator", Role: "lead",
 				Usage: modelcall.Totals{Calls: 3, InputTokens: 1000, OutputTokens: 100, CostUSD: s.cost}}},
 		}
 		// As trial writes it (writeJSON): indented, a newline at the end.
@@ -139,12 +140,12 @@ func TestRoundTripThroughTrialResults(t *testing.T) {
 // superseded because its inputs changed is another roster's: left out.
 func TestRedoneRunsCountForTheirCost(t *testing.T) {
 	job := filepath.Join(t.TempDir(), "job")
-	final := trial.Result{TrialName: "t__c__1", TaskName: "t", Attempt: 1, Condition: "c", ManifestHash: "abc", Outcome: outcome.Passed, AgentResult: trial.AgentResult{CostUSD: 0.25}}
+	final := trialdir.TrialResult{TrialName: "t__c__1", TaskName: "t", Attempt: 1, Condition: "c", ManifestHash: "abc", Outcome: outcome.Passed, AgentResult: trialdir.AgentResult{CostUSD: 0.25}}
 	redone := final
 	redone.Outcome, redone.AgentResult.CostUSD = outcome.UnscoredInfra, 0.5
 	other := final
 	other.ManifestHash, other.AgentResult.CostUSD = "def", 9
-	for dir, r := range map[string]trial.Result{
+	for dir, r := range map[string]trialdir.TrialResult{
 		"t__c__1": final,
 		".superseded/t__c__1.infra-1.20261201T100000.000":      redone,
 		".superseded/t__c__1.other-inputs.20261201T090000.000": other,

@@ -164,9 +164,9 @@ func readRunning(dir string) *Trial {
 	if json.Unmarshal(data, &c) != nil || c.Name == "" || c.Task.Name == "" {
 		return nil
 	}
-	return &Trial{Dir: dir, Job: filepath.Dir(dir), Name: c.Name, Task: c.Task.Name, Attempt: c.Attempt,
+	return &Trial{Dir: dir, Job: filepath.Dir(dir), TrialResult: trialdir.TrialResult{TrialName: c.Name, TaskName: c.Task.Name, Attempt: c.Attempt,
 		Condition: c.Manifest.Condition, ManifestHash: c.Manifest.Sha256, TaskChecksum: c.Task.Checksum,
-		Outcome: outcomeRunning, StartedAt: info.ModTime()}
+		Outcome: outcomeRunning, StartedAt: info.ModTime()}}
 }
 
 type jobRow struct {

@@ -145,7 +145,7 @@ func (v *Viewer) conversation(w http.ResponseWriter, key, agent, baseline string
 	}
 
 	q := url.Values{"t": {key}}
-	top := convTop{Title: agent + " in " + t.Name, Agent: agent, Running: t.Outcome == outcomeRunning,
+	top := convTop{Title: agent + " in " + t.TrialName, Agent: agent, Running: t.Outcome == outcomeRunning,
 		Home: withBaseline("/", url.Values{}, baseline), Back: withBaseline("/trial", q, baseline)}
 	meter, meterNote := readMeter(tf, trialdir.Calls(agent))
 	top.MeterNote = meterNote

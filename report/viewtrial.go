@@ -64,34 +64,25 @@ type agentView struct {
 // member is one member of relay/members.json, or an agent of result.json.
 type member = trialdir.Member
 
-// fullResult is what the trial page reads beyond Trial.
-type fullResult struct {
-	Agents []member `json:"agents"`
-	Done   *struct {
-		EventID string `json:"event_id"`
-	} `json:"done"`
-	Exception *struct {
-		Type    string `json:"exception_type"`
-		Message string `json:"exception_message"`
-	} `json:"exception_info"`
-	// Truncated maps each file troupe cut to its bound when writing it
-	// to the bytes it dropped.
-	Truncated map[string]int64 `json:"truncated"`
-	// Replay is set when the trial replayed a recorded one.
-	Replay *struct {
-		Source          string `json:"source"`
-		RecordedOutcome string `json:"recorded_outcome"`
-		modelcall.ReplayReport
-	} `json:"replay"`
-}
-
-// cutFiles lists the files troupe cut when writing them, for the facts.
-func (r fullResult) cutFiles() []string {
+// cutFiles lists the files troupe cut when writing them (the result's
+// truncated), for the facts.
+func cutFiles(truncated map[string]int64) []string {
 	var out []string
-	for _, name := range slices.Sorted(maps.Keys(r.Truncated)) {
-		out = append(out, fmt.Sprintf("%s (%d bytes dropped)", name, r.Truncated[name]))
+	for _, name := range slices.Sorted(maps.Keys(truncated)) {
+		out = append(out, fmt.Sprintf("%s (%d bytes dropped)", name, truncated[name]))
 	}
 	return out
+}
+
+// replayShown is a replay's record as the page shows it: with a report,
+// empty when the result has none, for the template reads its fields.
+func replayShown(r *trialdir.ReplayRecord) *trialdir.ReplayRecord {
+	if r == nil || r.ReplayReport != nil {
+		return r
+	}
+	c := *r
+	c.ReplayReport = &modelcall.ReplayReport{}
+	return &c
 }
 
 // safeID: an agent id that names a folder inside agents/, nothing else.
@@ -125,18 +116,16 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 	defer tf.root.Close()
 	live := t.Outcome == outcomeRunning
 
-	var full fullResult
-	if !live {
-		tf.readJSON(trialdir.Result, &full)
-	}
-	// trial.log is troupe's alone (each line starts with time=); the other
-	// text logs' markers count where the result says they were cut.
+	// The result is the one the scan read (a running trial's has only
+	// what its config.json says). trial.log is troupe's alone (each line
+	// starts with time=); the other text logs' markers count where the
+	// result says they were cut.
 	tf.cut = map[string]bool{trialdir.Log: true}
-	for name := range full.Truncated {
+	for name := range t.Truncated {
 		tf.cut[name] = true
 	}
-	roster := readRoster(tf, full)
-	msgs, transcriptNote := readTranscript(tf, speakers(roster), full, live)
+	roster := readRoster(tf, t.Agents)
+	msgs, transcriptNote := readTranscript(tf, speakers(roster), t.Done, live)
 	usage := map[string]modelcall.Totals{}
 	for _, a := range t.Agents {
 		usage[a.ID] = a.Usage
@@ -152,25 +141,28 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 		}
 	}
 	exception := ""
-	if full.Exception != nil {
-		exception = full.Exception.Type + ": " + full.Exception.Message
+	if e := t.ExceptionInfo; e != nil {
+		exception = string(e.ExceptionType) + ": " + e.ExceptionMessage
 	}
 	render(w, "trial", map[string]any{
-		"Title": t.Name, "Running": live, "T": t, "Messages": msgs, "TranscriptNote": transcriptNote, "Agents": agents,
+		"Title": t.TrialName, "Running": live, "T": t, "Messages": msgs, "TranscriptNote": transcriptNote, "Agents": agents,
 		"Verifier": tf.shown(trialdir.VerifierStdout), "VerifierErr": tf.shown(trialdir.VerifierStderr),
-		"TrialLog": tf.shown(trialdir.Log), "Exception": exception, "CutFiles": full.cutFiles(), "Replay": full.Replay,
+		"TrialLog": tf.shown(trialdir.Log), "Exception": exception, "CutFiles": cutFiles(t.Truncated), "Replay": replayShown(t.Replay),
 		"Home": withBaseline("/", url.Values{}, baseline),
 	})
 }
 
 // readRoster is who took part: the agents of result.json once the trial
-// has ended, else of relay/members.json (written when the trial starts),
-// and the trial's user.
-func readRoster(tf files, full fullResult) []member {
+// has ended (agents), else of relay/members.json (written when the trial
+// starts), and the trial's user.
+func readRoster(tf files, agents []trialdir.AgentRecord) []member {
 	var roster []member
 	tf.readJSON(trialdir.Members, &roster)
-	if len(full.Agents) > 0 {
-		roster = append(slices.DeleteFunc(roster, func(m member) bool { return m.Kind != "user" }), full.Agents...)
+	if len(agents) > 0 {
+		roster = slices.DeleteFunc(roster, func(m member) bool { return m.Kind != "user" })
+		for _, a := range agents {
+			roster = append(roster, a.Member())
+		}
 	}
 	return roster
 }
@@ -199,7 +191,7 @@ func speakers(roster []member) func(pubkey string) string {
 
 // readTranscript is the channel's messages, the last maxMessages of them,
 // with a notice where troupe dropped part of the transcript.
-func readTranscript(tf files, name func(string) string, full fullResult, live bool) ([]Message, string) {
+func readTranscript(tf files, name func(string) string, done *trialdir.Done, live bool) ([]Message, string) {
 	var msgs []Message
 	note, _ := tf.lines(trialdir.Transcript, func(line []byte, cut *Cut) {
 		if cut != nil {
@@ -215,7 +207,7 @@ func readTranscript(tf files, name func(string) string, full fullResult, live bo
 			m.To = append(m.To, name(pk))
 		}
 		if channel.IsDone(ev.Content) && !live {
-			m.Done = full.Done != nil && full.Done.EventID == ev.ID
+			m.Done = done != nil && done.EventID == ev.ID
 			m.Ignored = !m.Done
 		}
 		msgs = append(msgs, m) // at most maxTailBytes of them

@@ -12,6 +12,7 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // buildStatic builds a package of troupe's module (or of a module it
@@ -48,7 +49,7 @@ func acpStack(t *testing.T, name, bin string) *stack.Stack {
 }
 
 // runACP runs hello-world with a manifest whose worker runs st.
-func runACP(t *testing.T, manifest string, st *stack.Stack) (*Result, string) {
+func runACP(t *testing.T, manifest string, st *stack.Stack) (*trialdir.TrialResult, string) {
 	t.Helper()
 	env := testEnv(t)
 	dir := filepath.Join(t.TempDir(), "trial")
@@ -99,7 +100,7 @@ func messages(t *testing.T, dir string) []nostr.Event {
 	return out
 }
 
-func agentRecord(t *testing.T, res *Result, id string) AgentRecord {
+func agentRecord(t *testing.T, res *trialdir.TrialResult, id string) trialdir.AgentRecord {
 	t.Helper()
 	for _, a := range res.Agents {
 		if a.ID == id {
@@ -107,7 +108,7 @@ func agentRecord(t *testing.T, res *Result, id string) AgentRecord {
 		}
 	}
 	t.Fatalf("no agent %s in the result", id)
-	return AgentRecord{}
+	return trialdir.AgentRecord{}
 }
 
 // TestACPWorkerPassesHelloWorld: a team whose lead is the reference agent

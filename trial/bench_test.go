@@ -14,6 +14,7 @@ import (
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trial/trialtest"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // dockerRunTrue is the baseline container (trialtest.DockerRunTrue).
@@ -64,7 +65,7 @@ func BenchmarkTrialNetwork(b *testing.B) {
 		b.Run(string(n.Mode), func(b *testing.B) {
 			tm, tk := benchInputs(b, "../examples/manifests/solo.yaml")
 			tk.AgentNetwork, tk.VerifierNetwork = n, n
-			trialOverhead(b, benchEnv(b), tm, tk, func(res *Result) bool { return res.Network.Agents.Given.Mode == n.Mode })
+			trialOverhead(b, benchEnv(b), tm, tk, func(res *trialdir.TrialResult) bool { return res.Network.Agents.Given.Mode == string(n.Mode) })
 		})
 	}
 }
@@ -72,7 +73,7 @@ func BenchmarkTrialNetwork(b *testing.B) {
 // trialOverhead runs b.N whole trials and reports their orchestration
 // overhead in ms/trial: each trial's time less the agents' work and the
 // verifier's. ok, when set, checks each result further.
-func trialOverhead(b *testing.B, env *Env, tm *manifest.Team, tk *task.Task, ok func(*Result) bool) {
+func trialOverhead(b *testing.B, env *Env, tm *manifest.Team, tk *task.Task, ok func(*trialdir.TrialResult) bool) {
 	var overhead time.Duration
 	i := 0
 	for b.Loop() {

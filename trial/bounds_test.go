@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // floodTask copies testdata/tasks/flood with the flooder program built into
@@ -54,7 +55,7 @@ func TestOneTrialCannotStarveAnother(t *testing.T) {
 		sampler   sync.WaitGroup
 		mu        sync.Mutex
 		peak      int
-		floodRes  *Result
+		floodRes  *trialdir.TrialResult
 		floodErr  error
 		executing = make(chan struct{})
 		once      sync.Once

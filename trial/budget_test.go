@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/modelcall"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // usageOnDisk is what a trial's files say an agent used: the metering
@@ -54,7 +55,7 @@ func readUsage(t *testing.T, dir, agent string) usageOnDisk {
 
 // checkAgrees fails unless result.json, llm-calls.jsonl and the
 // conversation record agree on each agent's calls and cost.
-func checkAgrees(t *testing.T, res *Result, dir string) map[string]usageOnDisk {
+func checkAgrees(t *testing.T, res *trialdir.TrialResult, dir string) map[string]usageOnDisk {
 	t.Helper()
 	out := map[string]usageOnDisk{}
 	var calls int64
@@ -105,7 +106,7 @@ func TestLeadMaxCallsEndsTheTrial(t *testing.T) {
 func TestWorkerMaxCallsIsRecorded(t *testing.T) {
 	env := testEnv(t)
 	var first map[string]usageOnDisk
-	var firstRes *Result
+	var firstRes *trialdir.TrialResult
 	for run := range 3 {
 		res, dir := runTrial(t, env, "testdata/manifests/worker-calls.yaml", helloWorld)
 		if res.CompletionReason != DeclaredDone {

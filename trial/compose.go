@@ -11,6 +11,7 @@ import (
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // sidecarLister is a container that has a task's compose services running
@@ -129,7 +130,7 @@ func (r *run) sweepSidecars(ctx context.Context) error {
 	grace := r.env.Limits.SweepGrace
 	wctx, cancel := context.WithTimeout(ctx, grace+r.env.Limits.scale(sweepSlack))
 	defer cancel()
-	reps := make([]ServiceSweep, len(r.sidecars))
+	reps := make([]trialdir.ServiceSweep, len(r.sidecars))
 	errs := make([]error, len(r.sidecars))
 	var wg sync.WaitGroup
 	for i, sc := range r.sidecars {

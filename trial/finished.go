@@ -18,7 +18,7 @@ func FinishedTrials(dir string) []string {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		if res, err := ReadResult(filepath.Join(dir, e.Name(), trialdir.Result)); err == nil && res.Finished() {
+		if res, err := trialdir.ReadResult(filepath.Join(dir, e.Name(), trialdir.Result)); err == nil && res.Finished() {
 			names = append(names, e.Name())
 		}
 	}

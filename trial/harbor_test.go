@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // Harbor's TrialResult, written down from Harbor 0.13.1 (commit
@@ -361,7 +362,7 @@ func harborSpec(t *testing.T) (*Env, Spec) {
 // harborResults are results as Run leaves them: started with newResult,
 // then filled in as the trial's steps do. A broken trial's exception is
 // built the way newExceptionInfo builds it.
-func harborResults(t *testing.T) map[string]*Result {
+func harborResults(t *testing.T) map[string]*trialdir.TrialResult {
 	t.Helper()
 	env, spec := harborSpec(t)
 	start := time.Now()
@@ -369,25 +370,25 @@ func harborResults(t *testing.T) map[string]*Result {
 
 	passed := newResult(env, spec, spec.Name+"-0a1b2c3d", start)
 	passed.Timeouts = map[string]float64{"agent": 300}
-	passed.EnvironmentSetup = Timing{StartedAt: at(0), FinishedAt: at(1)}
-	passed.AgentSetup = Timing{StartedAt: at(1), FinishedAt: at(2)}
-	passed.AgentExecution = Timing{StartedAt: at(2), FinishedAt: at(30)}
-	passed.Verifier = Timing{StartedAt: at(31), FinishedAt: at(32)}
-	passed.Teardown = Timing{StartedAt: at(32), FinishedAt: at(33)}
+	passed.EnvironmentSetup = trialdir.Timing{StartedAt: at(0), FinishedAt: at(1)}
+	passed.AgentSetup = trialdir.Timing{StartedAt: at(1), FinishedAt: at(2)}
+	passed.AgentExecution = trialdir.Timing{StartedAt: at(2), FinishedAt: at(30)}
+	passed.Verifier = trialdir.Timing{StartedAt: at(31), FinishedAt: at(32)}
+	passed.Teardown = trialdir.Timing{StartedAt: at(32), FinishedAt: at(33)}
 	passed.CompletionReason, passed.Outcome = DeclaredDone, "passed"
 	reward := 1.0
-	passed.Reward, passed.VerifierResult = &reward, &VerifierResult{Rewards: map[string]float64{"reward": 1}}
-	passed.AgentResult = AgentResult{NInputTokens: 1200, NCacheTokens: 200, NOutputTokens: 80, CostUSD: 0.01, NCalls: 3}
-	passed.Agents = []AgentRecord{{ID: "solo-1", ClassID: "solo", Kind: "orchestrator", Role: "solo", Endpoint: "mock/hello-solo", UID: 10001}}
+	passed.Reward, passed.VerifierResult = &reward, &trialdir.VerifierResult{Rewards: map[string]float64{"reward": 1}}
+	passed.AgentResult = trialdir.AgentResult{NInputTokens: 1200, NCacheTokens: 200, NOutputTokens: 80, CostUSD: 0.01, NCalls: 3}
+	passed.Agents = []trialdir.AgentRecord{{ID: "solo-1", ClassID: "solo", Kind: "orchestrator", Role: "solo", Endpoint: "mock/hello-solo", UID: 10001}}
 	passed.FinishedAt = *at(33)
 
 	broken := newResult(env, spec, spec.Name+"-4e5f6a7b", start)
-	broken.EnvironmentSetup = Timing{StartedAt: at(0)}
+	broken.EnvironmentSetup = trialdir.Timing{StartedAt: at(0)}
 	broken.CompletionReason, broken.Outcome = InfraError, "unscored_infra"
 	cause := fmt.Errorf("start container: %w", errors.Join(errors.New("no such image"), runtime.ErrNotFound))
 	broken.ExceptionInfo = newExceptionInfo(ErrContainer, cause, *at(1))
 	broken.FinishedAt = *at(2)
-	return map[string]*Result{"passed": passed, "infra_error": broken}
+	return map[string]*trialdir.TrialResult{"passed": passed, "infra_error": broken}
 }
 
 func TestHarborResultAsRunBuildsIt(t *testing.T) {
@@ -422,7 +423,7 @@ func TestHarborResultFields(t *testing.T) {
 	if res.Source != nil || res.Config.Task.Source != nil {
 		t.Errorf("source %v, config.task.source %v, for a task that names none", res.Source, res.Config.Task.Source)
 	}
-	want := AgentInfo{Name: "hello-solo-mock", Version: "test", ModelInfo: &ModelInfo{Name: "mock/hello-solo", Provider: "mock"}}
+	want := trialdir.AgentInfo{Name: "hello-solo-mock", Version: "test", ModelInfo: &trialdir.ModelInfo{Name: "mock/hello-solo", Provider: "mock"}}
 	if res.AgentInfo.Name != want.Name || res.AgentInfo.Version != want.Version || res.AgentInfo.ModelInfo == nil || *res.AgentInfo.ModelInfo != *want.ModelInfo {
 		t.Errorf("agent_info %+v %+v, want %+v %+v", res.AgentInfo, res.AgentInfo.ModelInfo, want, want.ModelInfo)
 	}

@@ -37,27 +37,6 @@ type imageCommitter interface {
 	CommitOnce(ctx context.Context, spec runtime.CommitSpec, run func(context.Context) (runtime.Container, error)) (img runtime.Image, made bool, err error)
 }
 
-// InstallRecord is result.json's record of a stack's install script.
-type InstallRecord struct {
-	Stack       string `json:"stack"`
-	StackDigest string `json:"stack_digest"`
-	// Image is what the install made, or an earlier trial's install of the
-	// same stack on the same image: the trial container starts from it.
-	Image string `json:"image,omitempty"`
-	// Cached: an earlier install's image was used; the script did not run.
-	Cached bool `json:"cached"`
-	// Network is what the script had (the agents' network), when it ran.
-	Network *task.Network `json:"network,omitempty"`
-	// ExitCode is the script's exit status, when it ended.
-	ExitCode   *int    `json:"exit_code,omitempty"`
-	TimeoutSec float64 `json:"timeout_sec"`
-	// DurationSec is how long it took to have the image: running the
-	// script and committing its container, or finding the image made.
-	DurationSec float64 `json:"duration_sec"`
-	// Log is the script's output in the trial folder, when it ran.
-	Log string `json:"log,omitempty"`
-}
-
 // installStacks are the agents' stacks that have an install script, each
 // once, in the agents' order.
 func (r *run) installStacks() []*stack.Stack {
@@ -89,7 +68,7 @@ func (r *run) install(ctx context.Context) (ErrorKind, error) {
 		return ErrInstall, fmt.Errorf("stack %s has an install script, but the %s runtime cannot keep what it installs as an image: run it with --runtime docker, or use an image with the stack installed (docs/stacks.md)", stacks[0].Name, r.env.Runtime.Name())
 	}
 	for _, st := range stacks {
-		rec := InstallRecord{Stack: st.Name, StackDigest: st.Digest(), TimeoutSec: r.installTimeout(st).Seconds()}
+		rec := trialdir.InstallRecord{Stack: st.Name, StackDigest: st.Digest(), TimeoutSec: r.installTimeout(st).Seconds()}
 		start := time.Now()
 		var c runtime.Container
 		img, made, err := ic.CommitOnce(ctx, runtime.CommitSpec{Base: r.img.Ref, Key: rec.StackDigest, Labels: map[string]string{
@@ -125,7 +104,7 @@ func (r *run) installTimeout(st *stack.Stack) time.Duration {
 // runInstall runs a stack's install script in a new container of r.img and
 // returns the container, for the runtime to commit and the caller to
 // remove (also after an error).
-func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *InstallRecord) (runtime.Container, error) {
+func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *trialdir.InstallRecord) (runtime.Container, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -138,7 +117,8 @@ func (r *run) runInstall(ctx context.Context, st *stack.Stack, rec *InstallRecor
 		return nil, err
 	}
 	nw := r.agentNet()
-	rec.Network = &nw
+	recorded := recordedNetwork(nw)
+	rec.Network = &recorded
 	rec.Log = trialdir.InstallLog(st.Name)
 	out, err := r.openSink(rec.Log, r.env.bounds().AgentOutput)
 	if err != nil {
@@ -220,10 +200,10 @@ func (r *run) installTunnel(ctx context.Context, c runtime.Container) (*tunnel.T
 // once it ended), and records its exit code. A script that cannot run,
 // does not end in time or exits non-zero is an error quoting its last
 // words.
-func (r *run) runInstallScript(ctx context.Context, c runtime.Container, st *stack.Stack, script string, rec *InstallRecord, out *sink) error {
+func (r *run) runInstallScript(ctx context.Context, c runtime.Container, st *stack.Stack, script string, rec *trialdir.InstallRecord, out *sink) error {
 	limit := r.installTimeout(st)
 	p, err := c.Exec(ctx, runtime.ExecSpec{
-		Cmd: []string{script}, Env: proxyEnv(*rec.Network), User: cmp.Or(st.InstallUser, "0:0"), WorkDir: r.workdir, Stdout: out, Stderr: out,
+		Cmd: []string{script}, Env: proxyEnv(r.agentNet()), User: cmp.Or(st.InstallUser, "0:0"), WorkDir: r.workdir, Stdout: out, Stderr: out,
 	})
 	if err != nil {
 		return fmt.Errorf("install stack %s: run %s: %w", st.Name, script, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/task/taskfs"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // installStack is the stack "installed": its install script puts its agent
@@ -71,7 +72,7 @@ func stackImages(t *testing.T, st *stack.Stack) []string {
 }
 
 // runInstallTrial runs one trial of the install manifest with st.
-func runInstallTrial(t *testing.T, env *Env, st *stack.Stack, taskDir string, n int) (*Result, string) {
+func runInstallTrial(t *testing.T, env *Env, st *stack.Stack, taskDir string, n int) (*trialdir.TrialResult, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "trial")
 	res, err := Run(t.Context(), env, Spec{Name: fmt.Sprintf("t__install__%d", n), Dir: dir, Team: team(t, "testdata/manifests/install.yaml"), ManifestPath: "install.yaml",
@@ -96,7 +97,7 @@ func readFile(t *testing.T, path string) string {
 	return string(data)
 }
 
-func setupTime(res *Result) time.Duration {
+func setupTime(res *trialdir.TrialResult) time.Duration {
 	t := res.EnvironmentSetup
 	if t.StartedAt == nil || t.FinishedAt == nil {
 		return 0
@@ -122,7 +123,7 @@ func TestInstall(t *testing.T) {
 	}
 	first := res.Installs[0]
 	if first.Cached || first.Stack != "installed" || first.StackDigest != st.Digest() || first.ExitCode == nil || *first.ExitCode != 0 ||
-		first.Network == nil || first.Network.Mode != task.NoNetwork || first.TimeoutSec != 600 || first.Log != "agents/install-installed.log" ||
+		first.Network == nil || first.Network.Mode != string(task.NoNetwork) || first.TimeoutSec != 600 || first.Log != "agents/install-installed.log" ||
 		!strings.HasPrefix(first.Image, "troupe-stack:") {
 		t.Errorf("the first trial's install %+v", first)
 	}
@@ -318,7 +319,7 @@ func TestInstallNetworks(t *testing.T) {
 			if res.Outcome != outcome.Passed || len(res.Installs) != 1 {
 				t.Fatalf("%s / %s %+v, installs %+v", res.Outcome, res.CompletionReason, res.ExceptionInfo, res.Installs)
 			}
-			if n := res.Installs[0].Network; n == nil || n.Mode != c.mode {
+			if n := res.Installs[0].Network; n == nil || n.Mode != string(c.mode) {
 				t.Errorf("the install's network: %+v", n)
 			}
 			log := readFile(t, filepath.Join(dir, "agents", "install-installed.log"))

@@ -7,10 +7,13 @@ import (
 	"github.com/troupebench/troupe/egress"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/task"
+	"github.com/troupebench/troupe/trialdir"
 )
 
-// NetworkPolicy is the user's say over trial networks (--network).
-type NetworkPolicy string
+// NetworkPolicy is the user's say over trial networks (--network): the
+// result's network.policy, a type of the result's format
+// (trialdir.NetworkPolicy) whose values are the trial's.
+type NetworkPolicy = trialdir.NetworkPolicy
 
 // The network policies.
 const (
@@ -37,33 +40,17 @@ func ParseNetworkPolicy(s string) (NetworkPolicy, error) {
 // tunnel's third port.
 const proxyListen = "127.0.0.1:3602"
 
-// NetworkRecord is result.json's network: what each phase asked and was
-// given, and the allowlist proxy's counts.
-type NetworkRecord struct {
-	Policy   NetworkPolicy `json:"policy"`
-	Agents   PhaseNetwork  `json:"agents"`
-	Verifier PhaseNetwork  `json:"verifier"`
-	// Isolation is how the runtime cut off the phases without network:
-	// what it enforced, and what it only asked of the platform.
-	Isolation *runtime.Isolation `json:"isolation,omitempty"`
-	// Egress is what the allowlist proxy let through and refused; nil
-	// when no phase had an allowlist.
-	Egress *egress.Stats `json:"egress,omitempty"`
-}
-
-// PhaseNetwork is one phase's network: what the task asked, what the
-// phase was given.
-type PhaseNetwork struct {
-	Asked task.Network `json:"asked"`
-	Given task.Network `json:"given"`
-}
-
 // given is what a phase gets under the user's policy.
-func (p NetworkPolicy) given(asked task.Network) task.Network {
+func given(p NetworkPolicy, asked task.Network) task.Network {
 	if p == NetworkNone {
 		return task.Network{Mode: task.NoNetwork}
 	}
 	return asked
+}
+
+// recordedNetwork is a phase's network as result.json records it.
+func recordedNetwork(n task.Network) trialdir.Network {
+	return trialdir.Network{Mode: string(n.Mode), AllowedHosts: n.AllowedHosts}
 }
 
 // planNetwork decides each phase's network.
@@ -73,10 +60,11 @@ func (r *run) planNetwork() {
 		policy = NetworkTask
 	}
 	t := r.spec.Task
-	r.res.Network = &NetworkRecord{
+	r.agentGiven, r.verifierGiven = given(policy, t.AgentNetwork), given(policy, t.VerifierNetwork)
+	r.res.Network = &trialdir.NetworkRecord{
 		Policy:   policy,
-		Agents:   PhaseNetwork{Asked: t.AgentNetwork, Given: policy.given(t.AgentNetwork)},
-		Verifier: PhaseNetwork{Asked: t.VerifierNetwork, Given: policy.given(t.VerifierNetwork)},
+		Agents:   trialdir.PhaseNetwork{Asked: recordedNetwork(t.AgentNetwork), Given: recordedNetwork(r.agentGiven)},
+		Verifier: trialdir.PhaseNetwork{Asked: recordedNetwork(t.VerifierNetwork), Given: recordedNetwork(r.verifierGiven)},
 	}
 	if r.agentNet().Mode != task.Public || r.verifierNet().Mode != task.Public {
 		iso := r.env.Runtime.Isolation()
@@ -84,8 +72,9 @@ func (r *run) planNetwork() {
 	}
 }
 
-func (r *run) agentNet() task.Network    { return r.res.Network.Agents.Given }
-func (r *run) verifierNet() task.Network { return r.res.Network.Verifier.Given }
+// agentNet and verifierNet are the networks planNetwork gave the phases.
+func (r *run) agentNet() task.Network    { return r.agentGiven }
+func (r *run) verifierNet() task.Network { return r.verifierGiven }
 
 // agentsOnline reports whether the agents' phase has the internet.
 func (r *run) agentsOnline() bool { return r.agentNet().Mode == task.Public }

@@ -51,8 +51,8 @@ func TestAllowlistProxy(t *testing.T) {
 		t.Fatalf("%s / %s %+v:\n%s", res.Outcome, res.CompletionReason, res.ExceptionInfo, out)
 	}
 	n := res.Network
-	if n == nil || n.Policy != NetworkTask || n.Agents.Given.Mode != task.Allowlist || !slices.Equal(n.Agents.Given.AllowedHosts, []string{"allowed.test"}) ||
-		n.Verifier.Given.Mode != task.Allowlist || !slices.Equal(n.Verifier.Given.AllowedHosts, []string{"verifier.test"}) {
+	if n == nil || n.Policy != NetworkTask || n.Agents.Given.Mode != string(task.Allowlist) || !slices.Equal(n.Agents.Given.AllowedHosts, []string{"allowed.test"}) ||
+		n.Verifier.Given.Mode != string(task.Allowlist) || !slices.Equal(n.Verifier.Given.AllowedHosts, []string{"verifier.test"}) {
 		t.Fatalf("network record %+v", n)
 	}
 	e := n.Egress
@@ -76,7 +76,7 @@ func TestVerifierOnlineAgentsOffline(t *testing.T) {
 		out, _ := os.ReadFile(filepath.Join(dir, "verifier", "test-stdout.txt"))
 		t.Fatalf("%s / %s %+v:\n%s", res.Outcome, res.CompletionReason, res.ExceptionInfo, out)
 	}
-	if n := res.Network; n.Agents.Given.Mode != task.NoNetwork || n.Verifier.Given.Mode != task.Public || n.Egress != nil {
+	if n := res.Network; n.Agents.Given.Mode != string(task.NoNetwork) || n.Verifier.Given.Mode != string(task.Public) || n.Egress != nil {
 		t.Errorf("network record %+v", n)
 	}
 
@@ -86,7 +86,7 @@ func TestVerifierOnlineAgentsOffline(t *testing.T) {
 	if res.Outcome != outcome.Failed || !strings.Contains(string(out), "the verifier has no network") {
 		t.Fatalf("with --network none: %s %+v:\n%s", res.Outcome, res.ExceptionInfo, out)
 	}
-	if n := res.Network; n.Policy != NetworkNone || n.Verifier.Asked.Mode != task.Public || n.Verifier.Given.Mode != task.NoNetwork {
+	if n := res.Network; n.Policy != NetworkNone || n.Verifier.Asked.Mode != string(task.Public) || n.Verifier.Given.Mode != string(task.NoNetwork) {
 		t.Errorf("network record %+v", n)
 	}
 }

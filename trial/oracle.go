@@ -61,7 +61,7 @@ func (r *run) provisionOracle() error {
 		return err
 	}
 	r.agents = []*agentRun{ar}
-	r.res.Agents = []AgentRecord{{ID: ar.ID, ClassID: ar.ID, Kind: string(ar.Kind), Role: ar.Role}}
+	r.res.Agents = []trialdir.AgentRecord{{ID: ar.ID, ClassID: ar.ID, Kind: string(ar.Kind), Role: ar.Role}}
 	return nil
 }
 

@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // runOracle runs the oracle on a task, as troupe run --oracle does.
-func runOracle(t *testing.T, env *Env, taskDir string) (*Result, string) {
+func runOracle(t *testing.T, env *Env, taskDir string) (*trialdir.TrialResult, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "trial")
 	res, err := Run(t.Context(), env, Spec{Name: "t__oracle__1", Dir: dir, Team: OracleTeam(), ManifestPath: OracleManifestPath, Task: loadTask(t, taskDir), Attempt: 1, Oracle: true}, nil)

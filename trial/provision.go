@@ -49,7 +49,7 @@ func (r *run) provision() error {
 		return err
 	}
 	for _, ar := range r.agents {
-		r.res.Agents = append(r.res.Agents, AgentRecord{ID: ar.ID, ClassID: ar.ClassID, Kind: string(ar.Kind), Role: ar.Role, Endpoint: ar.Endpoint, Pubkey: ar.pk, UID: ar.uid,
+		r.res.Agents = append(r.res.Agents, trialdir.AgentRecord{ID: ar.ID, ClassID: ar.ClassID, Kind: string(ar.Kind), Role: ar.Role, Endpoint: ar.Endpoint, Pubkey: ar.pk, UID: ar.uid,
 			Stack: ar.stack.Name, StackDigest: ar.stack.Digest()})
 	}
 	return nil

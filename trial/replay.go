@@ -19,7 +19,6 @@ import (
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/modelcall"
-	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
 
@@ -30,7 +29,7 @@ type Replay struct {
 	// Dir is the recorded trial's folder.
 	Dir string
 	// Recorded is its result.json.
-	Recorded *Result
+	Recorded *trialdir.TrialResult
 	// Calls are its agents' conversation records, by agent id.
 	Calls map[string][]modelcall.Call
 	// Members are its members' pubkeys by id, the trial user's as "user".
@@ -40,14 +39,6 @@ type Replay struct {
 	OnDivergence modelcall.DivergencePolicy
 	// Warnings are what the recording lacks that a replay may miss.
 	Warnings []string
-}
-
-// ReplayRecord is result.json's account of a replay.
-type ReplayRecord struct {
-	// Source is the recorded trial's folder; RecordedOutcome its outcome.
-	Source          string          `json:"source"`
-	RecordedOutcome outcome.Outcome `json:"recorded_outcome"`
-	*modelcall.ReplayReport
 }
 
 // ErrReplayDiverged: a replay stopped at an agent's first call off its
@@ -60,7 +51,7 @@ const ReplayDiverged Reason = "replay_diverged"
 // LoadReplay reads a recorded trial folder: its result, its members and
 // every agent's conversation record.
 func LoadReplay(dir string, policy modelcall.DivergencePolicy) (*Replay, error) {
-	res, err := ReadResult(filepath.Join(dir, trialdir.Result))
+	res, err := trialdir.ReadResult(filepath.Join(dir, trialdir.Result))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s is not a finished trial's folder: it has no result.json (give a trial folder, jobs/<job>/<task>__<condition>__<attempt>)", dir)
 	}
@@ -186,7 +177,7 @@ func Translate(trialID string, members map[string]string, to func(Own) string) [
 // ReadOwn reads what Translate needs of a recorded trial folder: its id
 // (result.json's trial_id) and its members' pubkeys (relay/members.json).
 func ReadOwn(dir string) (trialID string, members map[string]string, err error) {
-	res, err := ReadResult(filepath.Join(dir, trialdir.Result))
+	res, err := trialdir.ReadResult(filepath.Join(dir, trialdir.Result))
 	if err != nil {
 		return "", nil, err
 	}
@@ -246,7 +237,7 @@ func CompareTranscripts(recordedDir, replayDir string) (TranscriptDiff, error) {
 
 // readMessages reads a trial's channel messages with its own ids named.
 func readMessages(dir string) ([]Message, error) {
-	res, err := ReadResult(filepath.Join(dir, trialdir.Result))
+	res, err := trialdir.ReadResult(filepath.Join(dir, trialdir.Result))
 	if err != nil {
 		return nil, err
 	}

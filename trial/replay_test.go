@@ -23,7 +23,7 @@ import (
 const teamManifest = "../examples/manifests/team.yaml"
 
 // replayOf runs a trial again as a replay of the one in dir.
-func replayOf(t *testing.T, env *Env, spec Spec, dir string, policy modelcall.DivergencePolicy) (*Result, string) {
+func replayOf(t *testing.T, env *Env, spec Spec, dir string, policy modelcall.DivergencePolicy) (*trialdir.TrialResult, string) {
 	t.Helper()
 	rp, err := LoadReplay(dir, policy)
 	if err != nil {
@@ -36,7 +36,7 @@ func replayOf(t *testing.T, env *Env, spec Spec, dir string, policy modelcall.Di
 // sameAsRecorded fails the test unless the replay in dir played the
 // recording in recDir as it was: no divergence, the same outcome and
 // channel messages, and every call answered from the recording.
-func sameAsRecorded(t *testing.T, rec, res *Result, recDir, dir string) {
+func sameAsRecorded(t *testing.T, rec, res *trialdir.TrialResult, recDir, dir string) {
 	t.Helper()
 	if res.Outcome != rec.Outcome || res.Replay == nil || !res.Replay.Reproduced() || res.Replay.RecordedOutcome != rec.Outcome {
 		t.Fatalf("replay: %s (recorded %s), %+v", res.Outcome, rec.Outcome, res.Replay.ReplayReport)

@@ -12,6 +12,7 @@ import (
 	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // Steps 8 to 11 (docs/run.md): the sweep, and what the trial
@@ -164,9 +165,9 @@ func (r *run) closeServices(ctx context.Context) {
 	}
 	if r.ch != nil {
 		stats := r.ch.Stats()
-		r.res.Relay = RelayCounts{Events: stats.Events, IgnoredDone: stats.IgnoredDone, Refusals: stats.Refusals, IdentityConflicts: stats.IdentityConflicts}
+		r.res.Relay = trialdir.RelayCounts{Events: stats.Events, IgnoredDone: stats.IgnoredDone, Refusals: stats.Refusals, IdentityConflicts: stats.IdentityConflicts}
 		if ev := r.ch.DoneEvent(); ev != nil {
-			r.res.Done = &Done{EventID: ev.ID, Content: ev.Content, At: ev.CreatedAt.Time()}
+			r.res.Done = &trialdir.Done{EventID: ev.ID, Content: ev.Content, At: ev.CreatedAt.Time()}
 		}
 		if err := r.env.Relay.CloseChannel(r.id); err != nil {
 			r.cleanupError("close the channel", err)
@@ -183,9 +184,9 @@ func (r *run) closeServices(ctx context.Context) {
 			r.res.Agents[i].BudgetExhausted = spent[r.res.Agents[i].ID].Budget
 		}
 		r.res.TrialBudgetExhausted = trialSpent != nil
-		r.res.AgentResult = AgentResult{NInputTokens: total.InputTokens, NCacheTokens: total.CachedTokens, NOutputTokens: total.OutputTokens, CostUSD: total.CostUSD, NCalls: total.Calls}
+		r.res.AgentResult = trialdir.AgentResult{NInputTokens: total.InputTokens, NCacheTokens: total.CachedTokens, NOutputTokens: total.OutputTokens, CostUSD: total.CostUSD, NCalls: total.Calls}
 		if rp := r.spec.Replay; rp != nil {
-			r.res.Replay = &ReplayRecord{Source: rp.Dir, RecordedOutcome: rp.Recorded.Outcome, ReplayReport: r.gw.ReplayReport()}
+			r.res.Replay = &trialdir.ReplayRecord{Source: rp.Dir, RecordedOutcome: rp.Recorded.Outcome, ReplayReport: r.gw.ReplayReport()}
 		}
 	}
 }

@@ -1,10 +1,10 @@
 package trial
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -68,8 +68,9 @@ const (
 )
 
 // ErrorKind names what ended a trial early: the result's
-// exception_info.exception_type.
-type ErrorKind string
+// exception_info.exception_type, a type of the result's format
+// (trialdir.ErrorKind) whose values are the trial's.
+type ErrorKind = trialdir.ErrorKind
 
 // The kinds of failure.
 const (
@@ -224,7 +225,7 @@ type agentRun struct {
 type run struct {
 	env   *Env
 	spec  Spec
-	res   *Result
+	res   *trialdir.TrialResult
 	log   *slog.Logger
 	emit  func(Event)
 	id    string
@@ -245,6 +246,9 @@ type run struct {
 	deadline          time.Time
 	// egress is the allowlist proxy, when a phase has one.
 	egress *egress.Proxy
+	// agentGiven and verifierGiven are what each phase is given
+	// (planNetwork); the result records them.
+	agentGiven, verifierGiven task.Network
 	// servicesOff: the relay and the gateway are closed to the container
 	// (the tunnel may still carry the verifier's proxy); the tunnel's
 	// goroutines read it.
@@ -278,7 +282,7 @@ type run struct {
 // Run runs one trial, step by step (docs/run.md), and writes its folder:
 // result.json last, atomically. It returns an error only when the result
 // could not be written; everything else is in the result.
-func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, error) {
+func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*trialdir.TrialResult, error) {
 	if emit == nil {
 		emit = func(Event) {}
 	}
@@ -308,9 +312,10 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*Result, e
 
 	// Exception messages quote agents and verifiers: the result is
 	// scrubbed like their files.
-	data, err := json.MarshalIndent(r.res, "", "  ")
+	var data bytes.Buffer
+	err = trialdir.WriteResult(&data, r.res)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(spec.Dir, trialdir.Result), append(r.secrets.Scrub(data), '\n'))
+		err = writeFileAtomic(filepath.Join(spec.Dir, trialdir.Result), r.secrets.Scrub(data.Bytes()))
 	}
 	if err != nil {
 		logFile.Close()
@@ -369,14 +374,14 @@ func (r *run) config() any {
 }
 
 // phase starts a phase: it stamps the result and tells the job.
-func (r *run) phase(name string, t *Timing) {
+func (r *run) phase(name string, t *trialdir.Timing) {
 	now := time.Now()
 	t.StartedAt = &now
 	r.log.Info("phase", "phase", name)
 	r.emit(Event{Time: now, Type: EventPhase, Trial: r.spec.Name, Phase: name})
 }
 
-func endPhase(t *Timing) {
+func endPhase(t *trialdir.Timing) {
 	if t.StartedAt != nil && t.FinishedAt == nil {
 		now := time.Now()
 		t.FinishedAt = &now

@@ -13,13 +13,14 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 const helloWorld = "../examples/tasks/hello-world"
 
 // runTrial runs one trial of a manifest on a task and returns its result
 // and folder; a failure shows what the trial wrote.
-func runTrial(t *testing.T, env *Env, manifestPath, taskDir string) (*Result, string) {
+func runTrial(t *testing.T, env *Env, manifestPath, taskDir string) (*trialdir.TrialResult, string) {
 	t.Helper()
 	tm := team(t, manifestPath)
 	return runSpec(t, env, Spec{Name: "t__" + tm.Manifest.Condition + "__1", Team: tm, ManifestPath: manifestPath, Task: loadTask(t, taskDir), Attempt: 1})
@@ -27,7 +28,7 @@ func runTrial(t *testing.T, env *Env, manifestPath, taskDir string) (*Result, st
 
 // runSpec runs a trial in a folder of the test's and checks what every
 // trial must leave.
-func runSpec(t *testing.T, env *Env, spec Spec) (*Result, string) {
+func runSpec(t *testing.T, env *Env, spec Spec) (*trialdir.TrialResult, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "trial")
 	spec.Dir = dir
@@ -47,7 +48,7 @@ func runSpec(t *testing.T, env *Env, spec Spec) (*Result, string) {
 		t.Errorf("the verdict of a trial that attacks nothing is marked untrusted: %v", res.SystemChanges)
 	}
 	// The result on disk is the one returned, and the events bracket the trial.
-	onDisk, err := ReadResult(filepath.Join(dir, "result.json"))
+	onDisk, err := trialdir.ReadResult(filepath.Join(dir, "result.json"))
 	if err != nil || onDisk.Outcome != res.Outcome || onDisk.CompletionReason != res.CompletionReason {
 		t.Errorf("result.json: %v %+v", err, onDisk)
 	}
@@ -85,7 +86,7 @@ func TestSoloAndTeamPassHelloWorld(t *testing.T) {
 		if res.Done == nil || !strings.HasPrefix(res.Done.Content, "DONE:") || res.AgentResult.NCalls == 0 {
 			t.Errorf("%s: done %+v, usage %+v", m, res.Done, res.AgentResult)
 		}
-		for _, phase := range []Timing{res.EnvironmentSetup, res.AgentSetup, res.AgentExecution, res.Verifier, res.Teardown} {
+		for _, phase := range []trialdir.Timing{res.EnvironmentSetup, res.AgentSetup, res.AgentExecution, res.Verifier, res.Teardown} {
 			if phase.StartedAt == nil || phase.FinishedAt == nil || phase.FinishedAt.Before(*phase.StartedAt) {
 				t.Errorf("%s: a phase was not timed: %+v", m, phase)
 			}
@@ -122,7 +123,7 @@ func TestSoloAndTeamPassHelloWorld(t *testing.T) {
 }
 
 // checkTeamFlow reads the transcript: user → lead → worker → lead → DONE.
-func checkTeamFlow(t *testing.T, dir string, res *Result) {
+func checkTeamFlow(t *testing.T, dir string, res *trialdir.TrialResult) {
 	names := map[string]string{}
 	for _, a := range res.Agents {
 		names[a.Pubkey] = a.ID
@@ -173,38 +174,38 @@ func TestCompletionReasonsAndOutcomes(t *testing.T) {
 		want           outcome.Outcome
 		errType        ErrorKind
 		msg            string
-		check          func(t *testing.T, res *Result, dir string)
+		check          func(t *testing.T, res *trialdir.TrialResult, dir string)
 	}{
-		{manifest: "never-done", task: helloWorld, reason: Deadline, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "never-done", task: helloWorld, reason: Deadline, want: outcome.Failed, check: func(t *testing.T, res *trialdir.TrialResult, dir string) {
 			if took := res.AgentExecution.FinishedAt.Sub(*res.AgentSetup.StartedAt); took < 3500*time.Millisecond || took > 9*time.Second { // agents stop 2s early
 				t.Errorf("the 6s deadline ended the agents' work after %s", took)
 			}
 		}},
-		{manifest: "budget", task: helloWorld, reason: BudgetExhausted, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "budget", task: helloWorld, reason: BudgetExhausted, want: outcome.Failed, check: func(t *testing.T, res *trialdir.TrialResult, dir string) {
 			if res.Agents[0].BudgetExhausted != "max_output_tokens" || res.Agents[0].Usage.Calls != 1 {
 				t.Errorf("agent record %+v", res.Agents[0])
 			}
 		}},
-		{manifest: "crash", task: helloWorld, reason: AgentsExited, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "crash", task: helloWorld, reason: AgentsExited, want: outcome.Failed, check: func(t *testing.T, res *trialdir.TrialResult, dir string) {
 			for _, a := range res.Agents {
 				if a.ExitCode == nil || *a.ExitCode == 0 {
 					t.Errorf("agent %s exit code %v; killed agents exit non-zero", a.ID, a.ExitCode)
 				}
 			}
 		}},
-		{manifest: "worker-done", task: helloWorld, reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "worker-done", task: helloWorld, reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *trialdir.TrialResult, dir string) {
 			if res.Relay.IgnoredDone != 1 || res.Done == nil || res.Done.Content != "DONE: the worker wrote /app/hello.txt." {
 				t.Errorf("relay %+v, done %+v", res.Relay, res.Done)
 			}
 		}},
-		{manifest: "wrong", task: helloWorld, reason: DeclaredDone, want: outcome.Failed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "wrong", task: helloWorld, reason: DeclaredDone, want: outcome.Failed, check: func(t *testing.T, res *trialdir.TrialResult, dir string) {
 			if res.Reward == nil || *res.Reward != 0 || res.ExceptionInfo != nil {
 				t.Errorf("reward %v, exception %v", res.Reward, res.ExceptionInfo)
 			}
 		}},
 		{manifest: "solo-example", task: "testdata/tasks/broken-dockerfile", reason: InfraError, want: outcome.UnscoredInfra, errType: ErrImageBuild, msg: "troupe-test-build-step"},
 		{manifest: "solo-example", task: "testdata/tasks/verifier-hangs", reason: DeclaredDone, want: outcome.VerifierError, errType: ErrVerifierTimeout, msg: "did not finish within 2s"},
-		{manifest: "solo-example", task: "testdata/tasks/verifier-overwrites", reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "solo-example", task: "testdata/tasks/verifier-overwrites", reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *trialdir.TrialResult, dir string) {
 			for _, f := range []string{"relay/transcript.jsonl", "relay/members.json", "trial.log", "config.json", "verifier/test-stdout.txt"} {
 				if data, _ := os.ReadFile(filepath.Join(dir, f)); strings.Contains(string(data), "FORGED") {
 					t.Errorf("the verifier wrote over %s", f)
@@ -214,7 +215,7 @@ func TestCompletionReasonsAndOutcomes(t *testing.T) {
 				t.Error("trial.log does not say which files of /logs were not copied")
 			}
 		}},
-		{manifest: "root", task: helloWorld, reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *Result, dir string) {
+		{manifest: "root", task: helloWorld, reason: DeclaredDone, want: outcome.Passed, check: func(t *testing.T, res *trialdir.TrialResult, dir string) {
 			if res.AgentUser != "root" || res.IdentitiesIsolated || res.Agents[0].UID != 0 {
 				t.Errorf("agent_user %s, isolated %v, uid %d", res.AgentUser, res.IdentitiesIsolated, res.Agents[0].UID)
 			}

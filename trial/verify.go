@@ -99,7 +99,7 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 	if err != nil {
 		return broken(ErrRewardFile, fmt.Errorf("%w (tests/test.sh exited %d; its output is in verifier/test-stdout.txt)", err, code), outcome.VerifierError)
 	}
-	r.res.VerifierResult = &VerifierResult{Rewards: rewards}
+	r.res.VerifierResult = &trialdir.VerifierResult{Rewards: rewards}
 	reward := mainReward(rewards)
 	r.res.Reward = &reward
 	if reward >= 1 {

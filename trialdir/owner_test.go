@@ -22,12 +22,13 @@ import (
 // latency_ms or ttfb_ms) outside modelcall, a trial file's name spelled
 // as a literal, the message kind 9 compared by number, the DONE: prefix
 // spelled outside package channel, a folder digest's entry (path, NUL,
-// mode, NUL) hashed outside task/taskfs, or a loader's located error (a
-// struct with Line, Col and Err) outside internal/located. A second copy
-// is where a writer and a reader come to differ.
+// mode, NUL) hashed outside task/taskfs, a loader's located error (a
+// struct with Line, Col and Err) outside internal/located, or a trial's
+// result.json or a part of it (resultParts) outside trialdir. A second
+// copy is where a writer and a reader come to differ.
 func TestOneOwnerPerFormat(t *testing.T) {
 	owners := map[string]string{ // what → the folder that owns it
-		"transcript line": "trialdir", "members line": "trialdir", "trial file name": "trialdir",
+		"transcript line": "trialdir", "members line": "trialdir", "trial file name": "trialdir", "trial result": "trialdir",
 		"record block reference": "modelcall", "record call": "modelcall", "metering line": "modelcall",
 		"message kind": "channel", "DONE: prefix": "channel",
 		"folder digest entry": "task/taskfs",
@@ -95,6 +96,9 @@ func TestOneOwnerPerFormat(t *testing.T) {
 						found(field, "metering line", "a "+name+" field")
 					}
 				}
+				if part := resultPart(tags); part != "" {
+					found(n, "trial result", part)
+				}
 				slices.Sort(tags)
 				if slices.Equal(tags, []string{"id", "kind", "pubkey", "role"}) {
 					found(n, "members line", "id, role, kind, pubkey")
@@ -133,4 +137,36 @@ func TestOneOwnerPerFormat(t *testing.T) {
 	if files < 150 {
 		t.Fatalf("walked %d files: the walk misses the module", files)
 	}
+}
+
+// resultParts are the json names that make a struct a trial's result.json
+// or a part of it: a struct with every name of one entry is one, whatever
+// else it has. Each entry is what that part alone has among troupe's
+// formats (a job's result.json also counts n_input_tokens; troupe replay's
+// report also has a completion_reason and a recorded_outcome).
+var resultParts = []struct {
+	part string
+	tags []string
+}{
+	{"the result", []string{"troupe_trial_id"}},
+	{"the result", []string{"trial_name", "completion_reason"}},
+	{"its agent_result", []string{"n_input_tokens", "n_calls"}},
+	{"its exception_info", []string{"exception_type"}},
+	{"an agent of it", []string{"kind", "usage"}},
+	{"its relay counts", []string{"ignored_done"}},
+	{"its replay", []string{"source", "recorded_outcome"}},
+	{"its network", []string{"asked", "given"}},
+	{"an install of it", []string{"stack_digest", "cached"}},
+	{"its Harbor config", []string{"trials_dir"}},
+}
+
+// resultPart names the part of a result.json a struct's json names
+// declare, "" for none.
+func resultPart(tags []string) string {
+	for _, p := range resultParts {
+		if !slices.ContainsFunc(p.tags, func(tag string) bool { return !slices.Contains(tags, tag) }) {
+			return p.part + ": " + strings.Join(p.tags, ", ")
+		}
+	}
+	return ""
 }

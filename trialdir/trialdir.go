@@ -1,10 +1,13 @@
 // Package trialdir is the format of a trial's folder where several
-// packages meet: the names of the files they share and the lines those
-// hold (the channel's transcript, written by the relay and read by
-// replays, exports and the viewer; the roster of members.json, written by
-// the trial and read by the same). One package declares each, with one
-// way to read a line, so that a writer and its readers cannot differ on
-// a field.
+// packages meet: the names of the files they share and what those hold
+// (the channel's transcript, written by the relay and read by replays,
+// exports and the viewer; the roster of members.json, written by the
+// trial and read by the same; the trial's result.json, written by the
+// trial and read by the job, comparisons, the viewer, the ATIF export and
+// replays). One package declares each, with one way to read it, so that
+// a writer and its readers cannot differ on a field. It imports nothing
+// of the trial's machinery (the gateway, the task loader, manifests), so
+// that every reader can import it.
 package trialdir
 
 import (
@@ -20,7 +23,7 @@ import (
 
 // Files of a trial folder, relative to it, with slashes.
 const (
-	// Result is the trial's result (trial.Result), once it has ended.
+	// Result is the trial's result (TrialResult), once it has ended.
 	Result = "result.json"
 	// Members is who holds which key (Member lines), from the trial's start.
 	Members = "relay/members.json"

@@ -17,8 +17,8 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
 	"github.com/troupebench/troupe/runtime/staticbin"
-	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // These run against the real Docker Engine, like troupe would.
@@ -250,7 +250,7 @@ func TestRunInterruptAndResume(t *testing.T) {
 	kept := map[string]string{}
 	for name, o := range first.Trials {
 		if o == outcome.Passed {
-			var r trial.Result
+			var r trialdir.TrialResult
 			readJSON(t, filepath.Join(out, name, "result.json"), &r)
 			kept[name] = r.ID
 		}
@@ -269,7 +269,7 @@ func TestRunInterruptAndResume(t *testing.T) {
 		t.Errorf("rerun output:\n%s", output)
 	}
 	for name, id := range kept {
-		var r trial.Result
+		var r trialdir.TrialResult
 		readJSON(t, filepath.Join(out, name, "result.json"), &r)
 		if r.ID != id {
 			t.Errorf("%s was run again", name)

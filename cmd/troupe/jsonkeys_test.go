@@ -12,6 +12,7 @@ import (
 	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/report"
 	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // TestJSONKeysAreSnakeCase walks every type troupe writes as JSON (result
@@ -21,7 +22,7 @@ import (
 // expects.
 func TestJSONKeysAreSnakeCase(t *testing.T) {
 	roots := []any{
-		trial.Result{}, job.Result{}, trial.Event{}, job.Event{}, job.Plan{},
+		trialdir.TrialResult{}, job.Result{}, trial.Event{}, job.Event{}, job.Plan{},
 		replayOutcome{}, planReport{}, validateResult{}, taskReport{}, datasetSummary{},
 		report.Comparison{}, modelcall.Record{}, decide.Decision{},
 	}

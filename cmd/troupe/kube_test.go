@@ -17,8 +17,8 @@ import (
 	"github.com/troupebench/troupe/runtime/kubernetes"
 	"github.com/troupebench/troupe/runtime/kubernetes/kubetest"
 	"github.com/troupebench/troupe/runtime/staticbin"
-	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // kubeTroupe builds a static troupe, makes the images a cluster needs for
@@ -104,7 +104,7 @@ func TestKubernetesTeamJob(t *testing.T) {
 		t.Errorf("%d of %d trials passed:\n%s", passed, len(job.Trials), output)
 	}
 	for name := range job.Trials {
-		var r trial.Result
+		var r trialdir.TrialResult
 		readJSON(t, filepath.Join(out, name, "result.json"), &r)
 		if iso := r.Network.Isolation; iso == nil || iso.Runtime != "kubernetes" || !strings.Contains(iso.Requested, "NetworkPolicy") {
 			t.Errorf("%s: isolation %+v", name, iso)
@@ -191,7 +191,7 @@ func TestKubernetesPendingIsInfra(t *testing.T) {
 		t.Errorf("retries: %d, want 1", job.Stats.Retries)
 	}
 	for name, o := range job.Trials {
-		var r trial.Result
+		var r trialdir.TrialResult
 		readJSON(t, filepath.Join(out, name, "result.json"), &r)
 		if o != outcome.UnscoredInfra || r.ExceptionInfo == nil || !strings.Contains(r.ExceptionInfo.ExceptionMessage, "Insufficient cpu") {
 			t.Errorf("%s: %s, %+v", name, o, r.ExceptionInfo)

@@ -202,11 +202,11 @@ type replayOutcome struct {
 
 // replayReport compares a replay's trial with its recording.
 func replayReport(recordedDir, trialDir string) (*replayOutcome, error) {
-	rec, err := trial.ReadResult(filepath.Join(recordedDir, trialdir.Result))
+	rec, err := trialdir.ReadResult(filepath.Join(recordedDir, trialdir.Result))
 	if err != nil {
 		return nil, err
 	}
-	res, err := trial.ReadResult(filepath.Join(trialDir, trialdir.Result))
+	res, err := trialdir.ReadResult(filepath.Join(trialDir, trialdir.Result))
 	if err != nil {
 		return nil, err
 	}

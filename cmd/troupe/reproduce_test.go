@@ -18,7 +18,7 @@ import (
 
 	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/modelcall"
-	"github.com/troupebench/troupe/trial"
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // reproduceRuns is how many times the reproduction tests run their job.
@@ -35,7 +35,7 @@ type jobFigures struct {
 type trialFigures struct {
 	Outcome, Reason string
 	Result          any // agent_result
-	Relay           trial.RelayCounts
+	Relay           trialdir.RelayCounts
 	Agents          map[string]agentFigures
 }
 
@@ -57,7 +57,7 @@ func readFigures(t *testing.T, dir string) jobFigures {
 		f.Costs[name] = c.CostUSD
 	}
 	for name := range job.Trials {
-		var r trial.Result
+		var r trialdir.TrialResult
 		readJSON(t, filepath.Join(dir, name, "result.json"), &r)
 		tf := trialFigures{Outcome: string(r.Outcome), Reason: string(r.CompletionReason), Result: r.AgentResult, Relay: r.Relay, Agents: map[string]agentFigures{}}
 		for _, a := range r.Agents {

@@ -194,7 +194,7 @@ func printCheck(a *app, out string, res *job.Result, asJSON bool) error {
 	for _, name := range slices.Sorted(maps.Keys(res.Trials)) {
 		dir := filepath.Join(out, name)
 		r := checkReport{Task: name, Trial: dir, Status: "broken", Outcome: res.Trials[name]}
-		tr, err := trial.ReadResult(filepath.Join(dir, trialdir.Result))
+		tr, err := trialdir.ReadResult(filepath.Join(dir, trialdir.Result))
 		if err != nil {
 			r.Why = "no result: " + err.Error()
 			reports = append(reports, r)

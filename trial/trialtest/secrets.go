@@ -3,7 +3,6 @@ package trialtest
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"io"
 	"io/fs"
 	"os"
@@ -81,21 +80,12 @@ func NoSecrets(t *testing.T, dir string) {
 }
 
 // agentPubkeys reads the agents' pubkeys from a trial's result.json, or
-// ends the test. It reads that one field itself: this package cannot
-// import trial, whose tests use it.
+// ends the test.
 func agentPubkeys(t *testing.T, dir string) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, trialdir.Result))
+	res, err := trialdir.ReadResult(filepath.Join(dir, trialdir.Result))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var res struct {
-		Agents []struct {
-			Pubkey string `json:"pubkey"`
-		} `json:"agents"`
-	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatalf("%s: %v", dir, err)
 	}
 	var pks []string
 	for _, a := range res.Agents {

@@ -12,6 +12,7 @@ import (
 	"path"
 	"strings"
 
+	"bytes"
 	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trialdir"
 )
@@ -91,7 +92,8 @@ type team struct {
 func readTeam(root *os.Root) (team, error) {
 	var tm team
 	read, resErr := readResult(root)
-	memErr := readJSON(root, trialdir.Members, &tm.members)
+	var memErr error
+	tm.members, memErr = readMembers(root)
 	for _, err := range []error{resErr, memErr} {
 		if errors.Is(err, errTooBig) {
 			return team{}, err
@@ -240,23 +242,25 @@ func readResult(root *os.Root) (*trialdir.TrialResult, error) {
 	return res, nil
 }
 
-func readJSON(root *os.Root, name string, v any) error {
-	f, err := root.Open(name)
+// readMembers reads relay/members.json through the roster's reader, within
+// its bound.
+func readMembers(root *os.Root) ([]Member, error) {
+	f, err := root.Open(trialdir.Members)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	if info, err := f.Stat(); err == nil && info.Size() > maxJSONFile {
-		return fmt.Errorf("%s: over %d bytes: %w", name, maxJSONFile, errTooBig)
+		return nil, fmt.Errorf("%s: over %d bytes: %w", trialdir.Members, maxJSONFile, errTooBig)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxJSONFile+1))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(data) > maxJSONFile {
-		return fmt.Errorf("%s: over %d bytes: %w", name, maxJSONFile, errTooBig)
+		return nil, fmt.Errorf("%s: over %d bytes: %w", trialdir.Members, maxJSONFile, errTooBig)
 	}
-	return json.Unmarshal(data, v)
+	return trialdir.ReadMembers(bytes.NewReader(data))
 }
 
 // readRecord builds an agent's trajectory from its conversation record,

@@ -19,6 +19,10 @@ var (
 	runID  string
 )
 
+// A job ends its jobs on the Docker backend: the job network goes with
+// the job, not with the process.
+var _ jobEnder = (*docker.Docker)(nil)
+
 var (
 	team      = trialtest.Team
 	loadTask  = trialtest.Task

@@ -62,11 +62,20 @@ func (p *Plan) Run(ctx context.Context, env *trial.Env, progress Progress) (*Res
 		return nil, err
 	}
 	err = r.runRounds(ctx, todo)
-	if eerr := env.Runtime.EndJob(ctx, env.JobID); eerr != nil {
-		r.log.Error("cleanup", "err", eerr.Error())
+	if e, ok := env.Runtime.(jobEnder); ok {
+		if eerr := e.EndJob(ctx, env.JobID); eerr != nil {
+			r.log.Error("cleanup", "err", eerr.Error())
+		}
 	}
 	r.finish(ctx)
 	return r.res, err
+}
+
+// jobEnder is a backend that holds something for a job's trials (Docker's
+// job network, the Kubernetes backend's): EndJob lets go of it once they
+// are done.
+type jobEnder interface {
+	EndJob(ctx context.Context, job string) error
 }
 
 // runner is one run of a plan.

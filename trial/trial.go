@@ -91,14 +91,12 @@ const (
 	ErrHealthcheck     ErrorKind = "HealthcheckError"
 )
 
-// Backend is what a trial, and the job its trials make up, need of a
-// container backend (runtime/docker, runtime/kubernetes): its name and
-// isolation for the record, images, containers made (the handle does the
-// rest) and found again by label, a resource removed, and the end of a
-// job (EndJob lets go of what the backend holds for the job's trials, a
-// job network). A trial discovers what only some backends can do by type
-// assertion: on the backend, StorageLimit and CommitOnce; on the
-// container, Changes and Sidecars.
+// Backend is what a trial needs of a container backend (runtime/docker,
+// runtime/kubernetes): its name and isolation for the record, images,
+// containers made (the handle does the rest) and found again by label, and
+// a resource removed. A trial discovers what only some backends can do by
+// type assertion: on the backend, StorageLimit and CommitOnce; on the
+// container, Changes and Sidecars. (A job asks for EndJob the same way.)
 type Backend interface {
 	Name() string
 	Isolation() runtime.Isolation
@@ -106,7 +104,6 @@ type Backend interface {
 	Create(ctx context.Context, spec runtime.ContainerSpec) (runtime.Container, error)
 	List(ctx context.Context, labels map[string]string) ([]runtime.Resource, error)
 	Remove(ctx context.Context, r runtime.Resource) error
-	EndJob(ctx context.Context, job string) error
 }
 
 // Env is what the trials of a job share: the container backend, the job's

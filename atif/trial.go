@@ -1,9 +1,8 @@
 package atif
 
 import (
-	"bufio"
+	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"path"
 	"strings"
 
-	"bytes"
 	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trialdir"
 )
@@ -292,16 +290,13 @@ func readMeter(root *os.Root, name string) (func(modelcall.Call) (modelcall.Reco
 	}
 	defer f.Close()
 	byStart := map[int64][]modelcall.Record{}
-	sc := bufio.NewScanner(io.LimitReader(f, maxLogRead))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var r modelcall.Record
-		if json.Unmarshal(sc.Bytes(), &r) == nil && !r.Time.IsZero() {
+	err = modelcall.ReadRecords(io.LimitReader(f, maxLogRead), func(r modelcall.Record) {
+		if !r.Time.IsZero() {
 			k := r.Time.UnixNano()
 			byStart[k] = append(byStart[k], r)
 		}
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	return func(c modelcall.Call) (modelcall.Record, bool) {

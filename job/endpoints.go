@@ -29,7 +29,9 @@ func (p *Plan) CheckEndpoints(ctx context.Context, g *llm.Gateway) error {
 			errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
 			continue
 		}
-		t.Close(context.WithoutCancel(ctx))
+		if cerr := t.Close(context.WithoutCancel(ctx)); cerr != nil {
+			errs = append(errs, fmt.Errorf("%s: close the pre-flight check: %w", c.Path, cerr))
+		}
 	}
 	return errors.Join(errs...)
 }

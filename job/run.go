@@ -72,8 +72,8 @@ func (p *Plan) Run(ctx context.Context, env *trial.Env, progress Progress) (*Res
 }
 
 // jobEnder is a backend that holds something for a job's trials (Docker's
-// job network, the Kubernetes backend's): EndJob lets go of it once they
-// are done.
+// job network; a pod per trial holds nothing shared): EndJob lets go of it
+// once they are done.
 type jobEnder interface {
 	EndJob(ctx context.Context, job string) error
 }

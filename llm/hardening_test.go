@@ -37,7 +37,7 @@ func TestNullStreamOptions(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
 	})
-	for _, body := range []string{`{"stream":true,"stream_options":null,"messages":[]}`, `{"stream":true,"stream_options":"x","messages":[]}`, `[1]`} {
+	for _, body := range []string{`{"stream":true,"stream_options":null,"messages":[]}`, `{"stream":true,"stream_options":"x","messages":[]}`, `[1]`, `null`} {
 		req, _ := http.NewRequest(http.MethodPost, f.g.URL()+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+f.trial.Token("a-1").Reveal())
 		resp, err := http.DefaultClient.Do(req)
@@ -46,12 +46,13 @@ func TestNullStreamOptions(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		if want := map[bool]int{true: 400, false: 200}[body == `[1]`]; resp.StatusCode != want {
+		if want := map[bool]int{true: 400, false: 200}[body == `[1]` || body == `null`]; resp.StatusCode != want {
 			t.Errorf("%s: %d, want %d", body, resp.StatusCode, want)
 		}
 	}
 	recs := f.records(t, "a-1")
-	if len(recs) != 3 || recs[0].InputTokens != 5 || recs[2].Status != 400 || recs[2].ErrorClass != modelcall.ClassBadRequest {
+	if len(recs) != 4 || recs[0].InputTokens != 5 || recs[2].Status != 400 || recs[2].ErrorClass != modelcall.ClassBadRequest ||
+		recs[3].Status != 400 || recs[3].ErrorClass != modelcall.ClassBadRequest {
 		t.Errorf("records %+v", recs)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/troupebench/troupe/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/troupebench/troupe/internal/syncbuf"
 )
 
 // TestDebugLogHoldsNoSecret logs the gateway and its trial at debug level,

@@ -121,23 +121,28 @@ func (m *Member) Err() error {
 // Close stops following, closes the connection and waits for every
 // goroutine the member started. They are stopped by then, so the wait is
 // short; ctx bounds it all the same, as it bounds every Close here: when
-// it ends first, Close says what was still running and returns.
+// it ends first, Close still closes the connection, and says what was
+// still running.
 func (m *Member) Close(ctx context.Context) error {
+	var err error
 	if m.cancel != nil {
 		m.cancel()
 		// Following ends first: it may be making a new connection.
 		select {
 		case <-m.done:
+			m.following.Wait() // it has closed done: its last step
 		case <-ctx.Done():
-			return fmt.Errorf("close the member: following the channel had not ended: %w", context.Cause(ctx))
+			err = fmt.Errorf("close the member: following the channel had not ended: %w", context.Cause(ctx))
 		}
-		m.following.Wait() // it has closed done: its last step
 	}
 	m.mu.Lock()
 	if m.conn != nil {
 		m.conn.Close()
 	}
 	m.mu.Unlock()
+	if err != nil {
+		return err // the drainers end with their connection, unwaited
+	}
 	m.bg.Wait() // the drainers end with their connection
 	return nil
 }

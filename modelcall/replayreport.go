@@ -78,16 +78,7 @@ type ReplayAgent struct {
 // Reproduced says whether every call of the replay was its recording's:
 // no agent diverged. (An agent may still have asked fewer calls than it
 // recorded: a call made as the trial ended, in one run and not in the
-// other, is no divergence; Unasked counts them.)
+// other, is no divergence.)
 func (r *ReplayReport) Reproduced() bool {
 	return r != nil && len(r.Divergences) == 0
-}
-
-// Unasked is how many recorded calls the replay's agents did not ask.
-func (r *ReplayReport) Unasked() int {
-	n := 0
-	for _, a := range r.Agents {
-		n += max(a.Recorded-a.Replayed-a.Live-a.Refused, 0)
-	}
-	return n
 }

@@ -3,6 +3,7 @@ package modelcall
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 )
 
@@ -25,11 +26,15 @@ type Request struct {
 }
 
 // ParseRequest reads a request body; the error is the JSON decoder's when
-// the body is not a JSON object.
+// the body is not a JSON object, and says so when it is null (which the
+// decoder reads as no object, with no error).
 func ParseRequest(api API, body []byte) (Request, error) {
 	var f map[string]json.RawMessage
 	if err := json.Unmarshal(body, &f); err != nil {
 		return Request{}, err
+	}
+	if f == nil { // JSON's null decodes into no map, and no error
+		return Request{}, errors.New("it is null")
 	}
 	return Request{API: api, Fields: f}, nil
 }

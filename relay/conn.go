@@ -6,13 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"github.com/troupebench/troupe/internal/secret"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/internal/secret"
 )
 
 // maxSubscriptions bounds the live subscriptions of one connection.

@@ -151,21 +151,12 @@ func readRunning(dir string) *Trial {
 	if data == nil || err != nil {
 		return nil
 	}
-	var c struct {
-		Name    string `json:"trial_name"`
-		Attempt int    `json:"attempt"`
-		Task    struct {
-			Name, Checksum string
-		} `json:"task"`
-		Manifest struct {
-			Condition, Sha256 string
-		} `json:"manifest"`
-	}
-	if json.Unmarshal(data, &c) != nil || c.Name == "" || c.Task.Name == "" {
+	c, err := trialdir.DecodeStart(bytes.NewReader(data))
+	if err != nil || c.TrialName == "" || c.Task.Name == "" {
 		return nil
 	}
-	return &Trial{Dir: dir, Job: filepath.Dir(dir), TrialResult: trialdir.TrialResult{TrialName: c.Name, TaskName: c.Task.Name, Attempt: c.Attempt,
-		Condition: c.Manifest.Condition, ManifestHash: c.Manifest.Sha256, TaskChecksum: c.Task.Checksum,
+	return &Trial{Dir: dir, Job: filepath.Dir(dir), TrialResult: trialdir.TrialResult{TrialName: c.TrialName, TaskName: c.Task.Name, Attempt: c.Attempt,
+		Condition: c.Manifest.Condition, ManifestHash: c.Manifest.SHA256, TaskChecksum: c.Task.Checksum,
 		Outcome: outcomeRunning, StartedAt: info.ModTime()}}
 }
 
@@ -459,13 +450,17 @@ func (tf files) text(name string) string {
 	return string(data)
 }
 
-func (tf files) readJSON(name string, v any) {
-	f, info, err := tf.open(name)
+// readMembers reads relay/members.json with the roster's reader, within
+// the bound of a result; none when it cannot be read.
+func (tf files) readMembers() []member {
+	f, info, err := tf.open(trialdir.Members)
 	if err != nil {
-		return
+		return nil
 	}
 	defer f.Close()
-	if info.Size() <= 16<<20 {
-		json.NewDecoder(f).Decode(v)
+	if info.Size() > trialdir.MaxResult {
+		return nil
 	}
+	members, _ := trialdir.ReadMembers(f)
+	return members
 }

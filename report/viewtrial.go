@@ -156,8 +156,7 @@ func (v *Viewer) trial(w http.ResponseWriter, key, baseline string) {
 // has ended (agents), else of relay/members.json (written when the trial
 // starts), and the trial's user.
 func readRoster(tf files, agents []trialdir.AgentRecord) []member {
-	var roster []member
-	tf.readJSON(trialdir.Members, &roster)
+	roster := tf.readMembers()
 	if len(agents) > 0 {
 		roster = slices.DeleteFunc(roster, func(m member) bool { return m.Kind != "user" })
 		for _, a := range agents {

@@ -157,8 +157,9 @@ func LoadFile(path string) (Set, error) {
 
 // ParseFile decodes a stacks file's bytes: a mapping with one key, stacks.
 // It is pure: path names the file in messages, and its folder is the one
-// the stacks' relative paths are in. Every problem is a *located.Error, in
-// a located.List in file order.
+// the stacks' relative paths are in. A file over its size bound is refused
+// with a plain error; every other problem is a *located.Error (a syntax
+// error alone, the rest in a located.List in file order).
 func ParseFile(path string, data []byte) (Set, error) {
 	if len(data) > maxFile {
 		return nil, fmt.Errorf("stacks file %s is larger than %d bytes", path, maxFile)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/internal/atomicfile"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/personas"
@@ -135,7 +136,7 @@ func (r *run) relayFiles(team []personas.Member) error {
 	if err := trialdir.WriteMembers(&buf, roster); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(r.spec.Dir, filepath.FromSlash(trialdir.Members)), buf.Bytes())
+	return atomicfile.Write(filepath.Join(r.spec.Dir, filepath.FromSlash(trialdir.Members)), buf.Bytes())
 }
 
 // mintTokens opens the trial on the gateway, which mints a token per

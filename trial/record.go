@@ -3,10 +3,11 @@ package trial
 import (
 	"compress/gzip"
 	"fmt"
-	"github.com/troupebench/troupe/trialdir"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/troupebench/troupe/trialdir"
 )
 
 // RecordMode is how much of each model call a trial keeps (--record).

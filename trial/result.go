@@ -1,7 +1,6 @@
 package trial
 
 import (
-	"github.com/troupebench/troupe/internal/atomicfile"
 	"github.com/troupebench/troupe/trialdir"
 )
 
@@ -18,11 +17,4 @@ const (
 	AgentsExited    Reason = "agents_exited"
 	Cancelled       Reason = "cancelled"
 	InfraError      Reason = "infra_error"
-)
-
-// writeJSON and writeFileAtomic write a file of the trial folder whole or
-// not at all (package atomicfile).
-var (
-	writeJSON       = atomicfile.WriteJSON
-	writeFileAtomic = atomicfile.Write
 )

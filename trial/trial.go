@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/egress"
+	"github.com/troupebench/troupe/internal/atomicfile"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/llm"
@@ -299,7 +300,7 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*trialdir.
 	r.res.Timeouts = r.timeouts()
 	r.emit(Event{Time: r.start, Type: EventStarted, Trial: spec.Name})
 	r.log.Info("trial start", "task", spec.Task.Name, "condition", m.Condition, "attempt", spec.Attempt, "manifest_sha256", m.Hash())
-	if err := writeJSON(filepath.Join(spec.Dir, trialdir.Config), r.config()); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(spec.Dir, trialdir.Config), r.config()); err != nil {
 		r.cleanupError("write "+trialdir.Config, err)
 	}
 
@@ -312,7 +313,7 @@ func Run(ctx context.Context, env *Env, spec Spec, emit func(Event)) (*trialdir.
 	var data bytes.Buffer
 	err = trialdir.WriteResult(&data, r.res)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(spec.Dir, trialdir.Result), r.secrets.Scrub(data.Bytes()))
+		err = atomicfile.Write(filepath.Join(spec.Dir, trialdir.Result), r.secrets.Scrub(data.Bytes()))
 	}
 	if err != nil {
 		logFile.Close()
@@ -360,13 +361,13 @@ func (r *run) agentTimeout() time.Duration {
 }
 
 // config is the trial's config.json: what it was asked to run. No secret.
-func (r *run) config() any {
+func (r *run) config() *trialdir.TrialStart {
 	m := r.spec.Team.Manifest
-	return map[string]any{
-		"trial_name": r.spec.Name, "id": r.id, "job_id": r.env.JobID, "attempt": r.spec.Attempt,
-		"task":     map[string]any{"name": r.spec.Task.Name, "path": r.spec.Task.Dir, "checksum": r.spec.Task.Digest},
-		"manifest": map[string]any{"path": r.spec.ManifestPath, "condition": m.Condition, "sha256": m.Hash()},
-		"timeouts": r.res.Timeouts, "agent_user": r.res.AgentUser, "troupe_version": r.env.Version,
+	return &trialdir.TrialStart{
+		TrialName: r.spec.Name, ID: r.id, JobID: r.env.JobID, Attempt: r.spec.Attempt,
+		Task:     trialdir.StartTask{Name: r.spec.Task.Name, Path: r.spec.Task.Dir, Checksum: r.spec.Task.Digest},
+		Manifest: trialdir.StartManifest{Path: r.spec.ManifestPath, Condition: m.Condition, SHA256: m.Hash()},
+		Timeouts: r.res.Timeouts, AgentUser: r.res.AgentUser, Version: r.env.Version,
 	}
 }
 

@@ -1,6 +1,10 @@
 package trialdir
 
-import "path"
+import (
+	"path"
+
+	"github.com/troupebench/troupe/contract"
+)
 
 // Files and folders of a trial folder, relative to it, with slashes (as
 // os.Root and a job's listing take them; filepath.FromSlash for the
@@ -35,7 +39,7 @@ const (
 
 // The files of an agent's folder.
 const (
-	systemPrompt = "system-prompt.md"
+	systemPrompt = contract.PromptFile
 	stdoutLog    = "stdout.log"
 	stderrLog    = "stderr.log"
 	callsLog     = "llm-calls.jsonl"

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/troupebench/troupe/contract"
 )
 
 // TestOneOwnerPerFormat walks every package of the module (its non-test
@@ -45,6 +47,11 @@ func TestOneOwnerPerFormat(t *testing.T) {
 		names[n] = nil
 	}
 	names[Config] = []string{"runtime/docker"}
+	// A sequential job's record is decide's, with its file's name; the
+	// system prompt's name is the stack contract's, which the trial
+	// folder's copy takes.
+	names["sequential.json"] = []string{"decide"}
+	names[contract.PromptFile] = []string{"contract"}
 	fset := token.NewFileSet()
 	files := 0
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
@@ -158,6 +165,7 @@ var resultParts = []struct {
 	{"its network", []string{"asked", "given"}},
 	{"an install of it", []string{"stack_digest", "cached"}},
 	{"its Harbor config", []string{"trials_dir"}},
+	{"the trial's config.json", []string{"job_id", "trial_name"}},
 }
 
 // resultPart names the part of a result.json a struct's json names

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -19,12 +20,16 @@ import (
 // closed, what an earlier run left in the job folder read, each build's
 // name on a cluster worked out; no container, nothing written. The plan
 // is printed as a listing, or as JSON.
-func dryRun(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, spec job.Spec, asJSON bool) error {
+func dryRun(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, spec job.Spec, asJSON bool) (err error) {
 	gw, err := openGateway(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
-	defer gw.Close(context.WithoutCancel(ctx))
+	defer func() {
+		if cerr := gw.Close(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close the gateway: %w", cerr))
+		}
+	}()
 	plan, err := job.NewPlan(spec)
 	if err != nil {
 		return err

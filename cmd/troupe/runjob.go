@@ -76,7 +76,9 @@ func runJob(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, opts r
 	// A replay that never goes live asks no upstream: it needs no key.
 	gw, err := openGateway(ctx, cfg, spec.Replay != nil && spec.Replay.OnDivergence != modelcall.DivergeLive)
 	if err != nil {
-		rl.Close(context.WithoutCancel(ctx))
+		if cerr := rl.Close(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close the relay: %w", cerr))
+		}
 		return nil, err
 	}
 	defer func() {

@@ -189,9 +189,6 @@ func (k *Kubernetes) Close(ctx context.Context) error {
 // Owner is the owner this backend labels resources with.
 func (k *Kubernetes) Owner() runtime.Owner { return k.owner }
 
-// EndJob has nothing to release: a job holds no shared resource here.
-func (k *Kubernetes) EndJob(ctx context.Context, job string) error { return nil }
-
 // Isolation: an offline pod's interfaces are down in its network
 // namespace, which its container cannot undo; its NetworkPolicy holds only
 // where the network plugin enforces policies.

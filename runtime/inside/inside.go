@@ -114,9 +114,9 @@ const (
 // Sweep ends every process of the trial container but PID 1 (troupe init)
 // and the sweeping process itself: TERM to each, up to grace for them to
 // exit, then one KILL to every process of the container's PID namespace at
-// once, and a wait for every process it reached to be gone. The wait lists
-// the container again: what it lists before the KILL misses a successor a
-// chain started since.
+// once, and a wait for every process it reached to be gone. The KILL goes
+// out whatever the listing after the grace found, and the wait lists the
+// container again: a listing can miss a successor a chain started since.
 //
 // The KILL is kill(-1, SIGKILL): the kernel delivers it to every process
 // of the namespace while holding the lock that fork needs, and a fork that
@@ -142,10 +142,9 @@ func Sweep(ctx context.Context, grace time.Duration) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	if len(left) == 0 {
-		rep.bound()
-		return rep, nil
-	}
+	// The KILL goes out even when nothing is listed: a fork chain lists as
+	// nothing when each of its processes that the listing read had forked
+	// its successor and exited by the time its entry was read.
 	for _, p := range left {
 		if i := slices.IndexFunc(rep.Signalled, func(s Proc) bool { return s.PID == p.PID }); i >= 0 {
 			rep.Signalled[i].Kill = true

@@ -15,8 +15,10 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/member"
+	"github.com/troupebench/troupe/teamtools"
 )
 
 const (
@@ -58,6 +60,7 @@ type Bridge struct {
 	client  *client
 	session acp.SessionId
 	sent    atomic.Int64 // messages the agent sent through the team tools
+	joined  bool         // the member is in the channel: it can report there
 
 	mu    sync.Mutex
 	queue []*nostr.Event
@@ -87,20 +90,16 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer cancel()
 	b.log.Info("start", "command", strings.Join(b.cfg.Command, " "), "deadline", b.cfg.Deadline.Format(time.RFC3339),
 		"workdir", b.cfg.Workdir, "permission", string(b.cfg.Permission))
-	if err := b.member.Open(ctx); err != nil {
-		return fmt.Errorf("connect to the relay %s: %w", b.cfg.Member.RelayURL, err)
-	}
-	defer b.member.Close(context.WithoutCancel(ctx))
-	b.team, b.self, b.reportTo, b.log = b.member.Team(), b.member.Self(), b.member.ReportTo(), b.member.Log()
-
+	// The agent starts and answers its handshake before the member joins
+	// the channel: a member counts as ready once it follows the channel,
+	// and one whose agent cannot start must never be (the trial then ends
+	// as an infrastructure error, quoting this bridge's last words).
 	env := b.cfg.Env
 	if env == nil {
-		env = childEnv(os.Environ())
+		env = contract.HostedEnv(os.Environ())
 	}
-	tools := &socketServer{dir: b.cfg.Home, log: b.log}
-	tools.srv = newTeamTools(b.member, b.cfg.Version, b.onSent, tools.stranger, b.log)
+	tools := teamtools.New(b.member, b.cfg.Home, b.cfg.Version, b.onSent, b.log)
 	if err := tools.Open(ctx); err != nil {
-		b.report(ctx, fmt.Sprintf("I cannot start: %v", err))
 		return err
 	}
 	defer tools.Close()
@@ -109,8 +108,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.client = &client{workdir: b.cfg.Workdir, policy: b.cfg.Permission, log: b.log, terms: terms}
 	b.child = newChild(b.cfg.Command, env, b.cfg.Workdir, b.log)
 	if err := b.child.start(b.client); err != nil {
-		b.report(ctx, fmt.Sprintf("I cannot start: %v", err))
-		return err
+		return &contract.CannotWorkError{Err: err}
 	}
 	defer b.child.stop()
 	mcpCmd, err := b.mcpCommand(tools.Path())
@@ -124,6 +122,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		return b.childFailed(ctx, err)
 	}
+	if err := b.member.Open(ctx); err != nil {
+		return fmt.Errorf("connect to the relay %s: %w", b.cfg.Member.RelayURL, err)
+	}
+	defer b.member.Close(context.WithoutCancel(ctx))
+	b.joined = true
+	b.team, b.self, b.reportTo, b.log = b.member.Team(), b.member.Self(), b.member.ReportTo(), b.member.Log()
 
 	turnsCtx, stopTurns := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -163,13 +167,18 @@ func (b *Bridge) mcpCommand(socket string) (acp.McpServer, error) {
 		argv = []string{self, "mcp"}
 	}
 	args := append(append([]string{}, argv[1:]...), "--socket", socket)
-	return acp.McpServer{Stdio: &acp.McpServerStdio{Name: MCPServerName, Command: argv[0], Args: args, Env: []acp.EnvVariable{}}}, nil
+	return acp.McpServer{Stdio: &acp.McpServerStdio{Name: teamtools.ServerName, Command: argv[0], Args: args, Env: []acp.EnvVariable{}}}, nil
 }
 
 // childFailed reports the child's end in the channel and returns it.
 func (b *Bridge) childFailed(ctx context.Context, err error) error {
 	ce := &ChildError{Err: err, LastWords: b.child.LastWords()}
 	b.log.Error("giving up", "err", err.Error(), "last_words", clip.Tail(ce.LastWords, 2000))
+	if !b.joined {
+		// Not in the channel yet, and never to be: the agent cannot work.
+		// The trial quotes the error.
+		return &contract.CannotWorkError{Err: ce}
+	}
 	what := err.Error()
 	if last := lastLine(ce.LastWords); last != "" {
 		what += "; its last words: " + clip.Tail(last, 500)

@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/internal/syncbuf"
 	"github.com/troupebench/troupe/member"
 	"github.com/troupebench/troupe/relay"
+	"github.com/troupebench/troupe/teamtools"
 )
 
 // The bridge's tests run it in process against a real relay; its child is
@@ -31,7 +33,7 @@ const envChild = "ACPBRIDGE_TEST_CHILD"
 func TestMain(m *testing.M) {
 	if len(os.Args) == 4 && os.Args[1] == "mcp" && os.Args[2] == "--socket" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := Pipe(ctx, os.Args[3], os.Stdin, os.Stdout)
+		err := teamtools.Pipe(ctx, os.Args[3], os.Stdin, os.Stdout)
 		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "mcp:", err)
@@ -41,9 +43,6 @@ func TestMain(m *testing.M) {
 	}
 	if mode := os.Getenv(envChild); mode != "" {
 		os.Exit(runStandIn(mode))
-	}
-	if path := os.Getenv(envDial); path != "" {
-		os.Exit(dialAndProbe(path))
 	}
 	os.Exit(m.Run())
 }
@@ -74,6 +73,8 @@ type harnessOptions struct {
 	// unlimited lifts the relay's rate limit (100 messages a second per
 	// connection), which a benchmark's turns outrun.
 	unlimited bool
+	// notReady: the test expects the bridge to end before it is ready.
+	notReady bool
 }
 
 func newHarness(t testing.TB, opts harnessOptions) *harness {
@@ -150,6 +151,9 @@ func newHarness(t testing.TB, opts harnessOptions) *harness {
 			t.Logf("bridge log:\n%s", h.logs.String())
 		}
 	})
+	if opts.notReady {
+		return h
+	}
 	rctx, rcancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer rcancel()
 	for {
@@ -427,14 +431,18 @@ func TestProtocolBreakIsReported(t *testing.T) {
 	}
 }
 
-// A child that cannot even start is reported too, with its reason.
+// A child that dies before its handshake: the member never joins the
+// channel (it is never ready), and Run says why at once, quoting the
+// child, as an agent that cannot work.
 func TestChildDeadAtStart(t *testing.T) {
-	h := newHarness(t, harnessOptions{mode: "dead"})
-	ev := h.next(10 * time.Second)
-	if !strings.Contains(ev.Content, "initialize: the ACP agent exited (exit status 2)") || !strings.Contains(ev.Content, "OPENAI_API_KEY is not set") {
-		t.Errorf("report %q", ev.Content)
+	h := newHarness(t, harnessOptions{mode: "dead", notReady: true})
+	err := h.wait(5 * time.Second)
+	if _, ok := errors.AsType[*contract.CannotWorkError](err); !ok || !strings.Contains(err.Error(), "initialize: the ACP agent exited (exit status 2)") || !strings.Contains(err.Error(), "OPENAI_API_KEY is not set") {
+		t.Errorf("Run: %v", err)
 	}
-	h.wait(5 * time.Second)
+	if _, missing, _ := h.ch.Readiness(); !slices.Contains(missing, "worker-1") {
+		t.Error("the member was ready although its agent died before its handshake")
+	}
 }
 
 // At the deadline the turn is cancelled (session/cancel), the child ends,

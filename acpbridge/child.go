@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/troupebench/troupe/internal/childlog"
 )
 
 // Timing of the child's life.
@@ -39,7 +40,7 @@ type child struct {
 	stdin  *os.File // the write end of the child's stdin
 	stdout *os.File // the read end of its stdout
 	conn   *acp.ClientSideConnection
-	stderr *stderrLines
+	stderr *childlog.Lines
 	exited chan struct{} // closed once Wait returned
 	wg     sync.WaitGroup
 
@@ -50,7 +51,7 @@ type child struct {
 }
 
 func newChild(argv, env []string, dir string, log *slog.Logger) *child {
-	return &child{argv: argv, env: env, dir: dir, log: log, stderr: &stderrLines{log: log},
+	return &child{argv: argv, env: env, dir: dir, log: log, stderr: childlog.New(log),
 		exited: make(chan struct{}), gone: make(chan struct{}), stopping: make(chan struct{})}
 }
 
@@ -169,7 +170,7 @@ func (c *child) open(ctx context.Context, version string, cwd string, tools acp.
 	if init.AgentInfo != nil {
 		agent = init.AgentInfo.Name + " " + init.AgentInfo.Version
 	}
-	c.log.Info("initialize", "agent", strings.TrimSpace(agent), "protocol_version", int(init.ProtocolVersion),
+	c.log.Info("initialize", "acp_agent", strings.TrimSpace(agent), "protocol_version", int(init.ProtocolVersion),
 		"load_session", init.AgentCapabilities.LoadSession, "mcp_http", init.AgentCapabilities.McpCapabilities.Http)
 	sess, err := c.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{tools}})
 	if err != nil {

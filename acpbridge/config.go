@@ -72,18 +72,3 @@ func ConfigFromEnv(getenv func(string) string, command []string) (Config, error)
 	}
 	return c, nil
 }
-
-// childEnv is the child's environment: the bridge's, less the key file's
-// variable. The child runs as the same uid and could read the key anyway;
-// without the variable, a child that happens to honour the contract
-// itself does not try to take the bridge's place on the relay.
-func childEnv(environ []string) []string {
-	var out []string
-	for _, kv := range environ {
-		if strings.HasPrefix(kv, contract.EnvPrivateKeyFile+"=") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}

@@ -9,11 +9,8 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/member"
+	"github.com/troupebench/troupe/teamtools"
 )
-
-// recentShown bounds the channel messages a prompt carries as context, as
-// the reference agent does.
-const recentShown = 40
 
 // turnInput is what one turn's prompt is made of.
 type turnInput struct {
@@ -61,7 +58,7 @@ list_team. If you end your turn without sending a message, your final answer is 
 whoever wrote to you.`
 
 // unseen returns the channel's messages the session has not seen yet, as
-// lines "id (role): text", at most recentShown of the newest, and marks
+// lines "id (role): text", at most teamtools.RecentShown of the newest, and marks
 // every message of history seen. The trigger and the agent's own messages
 // are left out: the first comes last in the prompt, the session holds the
 // second.
@@ -78,8 +75,8 @@ func unseen(history []*nostr.Event, seen map[string]bool, trigger *nostr.Event, 
 		lines = append(lines, fmt.Sprintf("%s: %s", name(ev.PubKey), clip.Head(ev.Content, 2000)))
 	}
 	seen[trigger.ID] = true
-	if len(lines) > recentShown {
-		lines = lines[len(lines)-recentShown:]
+	if len(lines) > teamtools.RecentShown {
+		lines = lines[len(lines)-teamtools.RecentShown:]
 	}
 	return lines
 }

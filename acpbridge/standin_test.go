@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/troupebench/troupe/teamtools"
 )
 
 // standIn is the tests' ACP agent: the test binary run again as the
@@ -78,7 +79,7 @@ func (s *standIn) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.
 func (s *standIn) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
 	s.cwd = p.Cwd
 	for _, srv := range p.McpServers {
-		if srv.Stdio == nil || srv.Stdio.Name != MCPServerName {
+		if srv.Stdio == nil || srv.Stdio.Name != teamtools.ServerName {
 			continue
 		}
 		cmd := exec.Command(srv.Stdio.Command, srv.Stdio.Args...)
@@ -90,7 +91,7 @@ func (s *standIn) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.
 		s.mcp = cs
 	}
 	if s.mcp == nil {
-		return acp.NewSessionResponse{}, fmt.Errorf("no %s MCP server in %d offered", MCPServerName, len(p.McpServers))
+		return acp.NewSessionResponse{}, fmt.Errorf("no %s MCP server in %d offered", teamtools.ServerName, len(p.McpServers))
 	}
 	return acp.NewSessionResponse{SessionId: "stand-in-1"}, nil
 }

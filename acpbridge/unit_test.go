@@ -3,7 +3,6 @@ package acpbridge
 import (
 	"bytes"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/member"
+	"github.com/troupebench/troupe/teamtools"
 )
 
 func texts(blocks []acp.ContentBlock) []string {
@@ -59,7 +59,7 @@ func TestUnseen(t *testing.T) {
 	history = append(history, ev("mine", "me", "my own"), ev("trig", "u", "the mention"))
 	seen := map[string]bool{}
 	got := unseen(history, seen, history[len(history)-1], "me", name)
-	if len(got) != recentShown || got[0] != "u (r): m"+string(rune('A'+10)) || got[len(got)-1] != "u (r): m"+string(rune('A'+49)) {
+	if len(got) != teamtools.RecentShown || got[0] != "u (r): m"+string(rune('A'+10)) || got[len(got)-1] != "u (r): m"+string(rune('A'+49)) {
 		t.Errorf("first: %d lines, %q … %q", len(got), got[0], got[len(got)-1])
 	}
 	if len(seen) != len(history) {
@@ -185,7 +185,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil && strings.Contains(err.Error(), sk) {
 		t.Error("the error shows the key")
 	}
-	got := childEnv([]string{"A=1", contract.EnvPrivateKeyFile + "=/run/key", "B=2"})
+	got := contract.HostedEnv([]string{"A=1", contract.EnvPrivateKeyFile + "=/run/key", "B=2"})
 	if !slices.Equal(got, []string{"A=1", "B=2"}) {
 		t.Errorf("child env %q", got)
 	}
@@ -231,22 +231,6 @@ func TestTailBuffer(t *testing.T) {
 	}
 	if len(tb.buf) > 2*tb.limit+3 {
 		t.Errorf("the buffer holds %d bytes for a limit of %d", len(tb.buf), tb.limit)
-	}
-}
-
-func TestStderrLines(t *testing.T) {
-	var logs bytes.Buffer
-	s := &stderrLines{log: slog.New(slog.NewJSONHandler(&logs, nil))}
-	for i := range 30 {
-		s.Write([]byte("line " + string(rune('a'+i%26)) + "\r\n"))
-	}
-	s.Write([]byte("\n   \nunfinished"))
-	last := strings.Split(s.Last(), "\n")
-	if len(last) != stderrKept+1 || last[0] != "line k" || last[len(last)-1] != "unfinished" {
-		t.Errorf("last words %q", last)
-	}
-	if n := strings.Count(logs.String(), `"msg":"child stderr"`); n != 30 {
-		t.Errorf("%d lines logged, want 30", n)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -152,3 +153,33 @@ var contractNames = map[string]bool{
 	EnvThinkingEffort: true, EnvMaxOutputTokens: true, EnvContextWindowTokens: true, EnvCompactAtPercent: true,
 	EnvCompactAtTokens: true, EnvGenerationExtra: true,
 }
+
+// HostedEnv is the environment of an agent a bridge hosts (troupe acp,
+// troupe cli): the bridge's own, less the key file's variable. The agent
+// runs as the same uid and could read the key anyway; without the
+// variable, an agent that happens to honour the contract itself does not
+// try to take the bridge's place on the relay.
+func HostedEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, EnvPrivateKeyFile+"=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// ExitCannotWork is the exit status of an agent that finds it cannot work
+// at all: its program is missing, its configuration refused, its first
+// run failed. troupe ends the trial at once as an infrastructure error
+// (unscored), quoting the agent's last stderr lines, rather than scoring
+// the roster on an agent that never worked. 78 is EX_CONFIG of
+// sysexits.h.
+const ExitCannotWork = 78
+
+// CannotWorkError is an agent's reason to exit with ExitCannotWork.
+type CannotWorkError struct{ Err error }
+
+func (e *CannotWorkError) Error() string { return e.Err.Error() }
+func (e *CannotWorkError) Unwrap() error { return e.Err }

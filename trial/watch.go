@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/modelcall"
 )
 
@@ -49,7 +50,13 @@ func (r *run) watch(ctx context.Context) Reason {
 				return r.endDecision(BudgetExhausted)
 			}
 		case i := <-r.exits:
-			r.exited(i)
+			ar := r.exited(i)
+			if code := r.res.Agents[i].ExitCode; code != nil && *code == contract.ExitCannotWork {
+				// The agent never worked (a bridge's agent that could not
+				// run its first turn): not the team's failure.
+				r.fail(ErrAgentStart, fmt.Errorf("agent %s cannot work (it exited %d); its last words: %s", ar.ID, *code, lastWords(ar.stderr.Name(), 600)))
+				return InfraError
+			}
 			if r.allExited() {
 				// Agents stop a little before their deadline (the reference
 				// agent 2s): exiting then is the deadline's doing.

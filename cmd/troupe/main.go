@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/sirupsen/logrus"
+	"github.com/troupebench/troupe/contract"
 )
 
 func main() {
@@ -57,6 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return silent.code
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", programName, err)
+	if _, ok := errors.AsType[*contract.CannotWorkError](err); ok {
+		return contract.ExitCannotWork
+	}
 	if usage, ok := errors.AsType[*usageError](err); ok {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", usage.command)
 		return exitUsage

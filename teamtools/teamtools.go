@@ -1,4 +1,14 @@
-package acpbridge
+// Package teamtools is the team's channel as MCP tools (send_message,
+// read_channel, list_team) for an agent troupe hosts: the ACP bridge's
+// child (troupe acp) and a one-shot agent's every run (troupe cli). The
+// tools act through the host's own relay connection, so the server lives
+// in the host; the agent reaches it with `troupe mcp --socket PATH` (Pipe),
+// a stdio MCP server every MCP client can start, which connects to a Unix
+// socket in a private folder (mode 0700) of the agent's HOME. The socket
+// serves the host's uid alone (SO_PEERCRED): teammates, who run as other
+// uids in the same container, cannot reach another member's tools, and no
+// secret is needed, which an HTTP server on the shared loopback would need.
+package teamtools
 
 import (
 	"bytes"
@@ -23,19 +33,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MCPServerName is the name the team tools' MCP server has in the child's
+// ServerName is the name the team tools' MCP server has in the agent's
 // session.
-const MCPServerName = "troupe-team"
+const ServerName = "troupe-team"
 
-// channel is what the team tools need of the bridge's member.
-type channel interface {
+// RecentShown is how many of the newest channel messages read_channel
+// returns by default, and a host shows its agent as context: as many as
+// the reference agent shows.
+const RecentShown = 40
+
+// Channel is what the team tools need of the host's member.
+type Channel interface {
 	Send(ctx context.Context, content string, mentions []string, extra ...nostr.Tag) (*nostr.Event, error)
 	History() []*nostr.Event
 	Team() *member.Team
 	Self() member.Participant
 }
 
-var _ channel = (*member.Member)(nil)
+var _ Channel = (*member.Member)(nil)
 
 // sendArgs are send_message's arguments.
 type sendArgs struct {
@@ -50,10 +65,10 @@ type readArgs struct {
 
 // newTeamTools is the MCP server of the team tools; onSent is told of
 // every message sent through it. stranger, when set, says of a session
-// whether a process other than the bridge's own agent (or its children)
+// whether a process other than the host's own agent (or its children)
 // holds it: what it sends is marked so in the transcript.
-func newTeamTools(ch channel, version string, onSent func(*nostr.Event), stranger func(*mcp.ServerSession) string, log *slog.Logger) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: MCPServerName, Version: version}, nil)
+func newTeamTools(ch Channel, version string, onSent func(*nostr.Event), stranger func(*mcp.ServerSession) string, log *slog.Logger) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: ServerName, Version: version}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "send_message", Description: "Send a message to the team channel. Only mentioned teammates are woken: give their ids or roles (or \"user\"). The orchestrator ends the trial with a message whose content starts with DONE:."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in sendArgs) (*mcp.CallToolResult, any, error) {
 			var extra []nostr.Tag
@@ -76,7 +91,7 @@ func newTeamTools(ch channel, version string, onSent func(*nostr.Event), strange
 		func(ctx context.Context, _ *mcp.CallToolRequest, in readArgs) (*mcp.CallToolResult, any, error) {
 			limit := in.Limit
 			if limit <= 0 {
-				limit = recentShown
+				limit = RecentShown
 			}
 			history := ch.History()
 			history = history[max(0, len(history)-min(limit, member.HistoryKept)):]
@@ -112,11 +127,11 @@ func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
-// socketServer serves an MCP server on a Unix socket in a private folder,
-// to connections of this process's uid only.
-type socketServer struct {
+// Server serves the team tools on a Unix socket in a private folder, to
+// connections of this process's uid only. New, Open, then Close.
+type Server struct {
 	srv *mcp.Server
-	dir string // the private folder; empty: the system's temporary one
+	dir string // where the private folder is made; empty: the system's temporary folder
 	log *slog.Logger
 
 	path   string
@@ -127,14 +142,26 @@ type socketServer struct {
 	closed bool
 	open   map[*mcp.ServerSession]bool
 	// strangers are the sessions held by a process that is not the
-	// bridge's descendant (another agent, with agent_user root), by what
+	// host's descendant (another agent, with agent_user root), by what
 	// is known of it.
 	strangers map[*mcp.ServerSession]string
 }
 
-// stranger says who holds ss when it is not the bridge's own agent or a
+// New prepares the team tools of ch, served in a private folder made in
+// dir (the agent's HOME; empty: the system's temporary folder). onSent,
+// when set, is told of every message the agent sends through them.
+func New(ch Channel, dir, version string, onSent func(*nostr.Event), log *slog.Logger) *Server {
+	if onSent == nil {
+		onSent = func(*nostr.Event) {}
+	}
+	s := &Server{dir: dir, log: log}
+	s.srv = newTeamTools(ch, version, onSent, s.stranger, log)
+	return s
+}
+
+// stranger says who holds ss when it is not the host's own agent or a
 // child of it; "" when it is.
-func (s *socketServer) stranger(ss *mcp.ServerSession) string {
+func (s *Server) stranger(ss *mcp.ServerSession) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.strangers[ss]
@@ -144,12 +171,12 @@ func (s *socketServer) stranger(ss *mcp.ServerSession) string {
 const maxSocketPath = 100
 
 // Open makes the folder (mode 0700), listens, and serves until Close.
-func (s *socketServer) Open(ctx context.Context) error {
+func (s *Server) Open(ctx context.Context) error {
 	s.open, s.strangers = map[*mcp.ServerSession]bool{}, map[*mcp.ServerSession]string{}
-	tmp, err := os.MkdirTemp(s.dir, ".troupe-acp-")
+	tmp, err := os.MkdirTemp(s.dir, ".troupe-team-")
 	if err == nil && len(filepath.Join(tmp, "mcp.sock")) > maxSocketPath {
 		os.Remove(tmp)
-		tmp, err = os.MkdirTemp("", "troupe-acp-")
+		tmp, err = os.MkdirTemp("", "troupe-team-")
 	}
 	if err != nil {
 		return fmt.Errorf("make the MCP socket's folder: %w", err)
@@ -166,9 +193,9 @@ func (s *socketServer) Open(ctx context.Context) error {
 }
 
 // Path is the socket's path, once Open returned.
-func (s *socketServer) Path() string { return s.path }
+func (s *Server) Path() string { return s.path }
 
-func (s *socketServer) accept(ctx context.Context) {
+func (s *Server) accept(ctx context.Context) {
 	for {
 		conn, err := s.ln.Accept()
 		if err != nil {
@@ -185,7 +212,7 @@ func (s *socketServer) accept(ctx context.Context) {
 			continue
 		}
 		// Same uid (agents running as root share it): a process outside
-		// the bridge's own tree is another agent's. It is served, and what
+		// the host's own tree is another agent's. It is served, and what
 		// it sends is marked.
 		who := ""
 		if !descendant(int(cred.Pid), os.Getpid()) {
@@ -223,7 +250,7 @@ func (s *socketServer) accept(ctx context.Context) {
 }
 
 // Close stops listening, ends every session and removes the socket.
-func (s *socketServer) Close() error {
+func (s *Server) Close() error {
 	var errs []error
 	if s.ln != nil {
 		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -312,22 +339,22 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// Pipe is `troupe mcp --socket PATH`: the stdio MCP server the bridge
-// gives its child, which connects its standard input and output to the
-// bridge's socket. It returns when the bridge closes the connection or
+// Pipe is `troupe mcp --socket PATH`: the stdio MCP server a host gives
+// its agent, which connects its standard input and output to the host's
+// socket. It returns when the host closes the connection or
 // the child closes its end.
 func Pipe(ctx context.Context, socket string, in io.Reader, out io.Writer) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", socket)
 	if err != nil {
-		return fmt.Errorf("connect to the bridge's team tools: %w", err)
+		return fmt.Errorf("connect to the team tools of troupe acp or troupe cli: %w", err)
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	// The child's side ends with its stdin: the bridge then sees the end
+	// The child's side ends with its stdin: the host then sees the end
 	// of its requests. The copy may stay blocked in a read of stdin when
-	// the bridge ends first; the process exits then anyway.
+	// the host ends first; the process exits then anyway.
 	go func() {
 		io.Copy(conn, in)
 		conn.(*net.UnixConn).CloseWrite()

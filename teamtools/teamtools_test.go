@@ -1,4 +1,4 @@
-package acpbridge
+package teamtools
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -107,7 +108,7 @@ func TestTeamToolsAgainstAFake(t *testing.T) {
 	}
 	out, _ := toolText(t, cs, "read_channel", map[string]any{})
 	lines := strings.Split(out, "\n")
-	if len(lines) != recentShown || lines[0] != "lead-1 (lead): message 10" || lines[len(lines)-1] != "lead-1 (lead): message 49" {
+	if len(lines) != RecentShown || lines[0] != "lead-1 (lead): message 10" || lines[len(lines)-1] != "lead-1 (lead): message 49" {
 		t.Errorf("read_channel: %d lines, %q … %q", len(lines), lines[0], lines[len(lines)-1])
 	}
 	if out, _ := toolText(t, cs, "read_channel", map[string]any{"limit": 2}); out != "lead-1 (lead): message 48\nlead-1 (lead): message 49" {
@@ -120,7 +121,26 @@ func TestTeamToolsAgainstAFake(t *testing.T) {
 
 // envDial makes the test binary dial a socket and say whether it was
 // served (TestSocketRefusesOtherUIDs).
-const envDial = "ACPBRIDGE_TEST_DIAL"
+const envDial = "TEAMTOOLS_TEST_DIAL"
+
+// TestMain: the test binary is also `troupe mcp --socket PATH` (Pipe), as
+// a host's agent starts it, and a dialer for TestSocketRefusesOtherUIDs.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 4 && os.Args[1] == "mcp" && os.Args[2] == "--socket" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		err := Pipe(ctx, os.Args[3], os.Stdin, os.Stdout)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mcp:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if path := os.Getenv(envDial); path != "" {
+		os.Exit(dialAndProbe(path))
+	}
+	os.Exit(m.Run())
+}
 
 func dialAndProbe(path string) int {
 	conn, err := net.Dial("unix", path)
@@ -149,7 +169,7 @@ func TestSocketRefusesOtherUIDs(t *testing.T) {
 	}
 	// Folders another uid may reach: the test binary's copy, the socket's.
 	open := func() string {
-		dir, err := os.MkdirTemp("", "acpbridge-test-")
+		dir, err := os.MkdirTemp("", "teamtools-test-")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +177,7 @@ func TestSocketRefusesOtherUIDs(t *testing.T) {
 		os.Chmod(dir, 0o777)
 		return dir
 	}
-	bin := filepath.Join(open(), "acpbridge.test")
+	bin := filepath.Join(open(), "teamtools.test")
 	data, err := os.ReadFile(os.Args[0])
 	if err != nil {
 		t.Fatal(err)
@@ -166,8 +186,7 @@ func TestSocketRefusesOtherUIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncbuf.Buffer
-	s := &socketServer{srv: newTeamTools(&fakeChannel{}, "test", func(*nostr.Event) {}, nil, slog.New(slog.DiscardHandler)), dir: open(),
-		log: slog.New(slog.NewJSONHandler(&logs, nil))}
+	s := New(&fakeChannel{}, open(), "test", nil, slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +222,7 @@ func TestForeignProcessesAreMarked(t *testing.T) {
 		{Pubkey: pk("b"), ID: "worker-1", Role: "implementer", Kind: "worker"},
 	}}}
 	var logs syncbuf.Buffer
-	s := &socketServer{dir: t.TempDir(), log: slog.New(slog.NewJSONHandler(&logs, nil))}
-	s.srv = newTeamTools(ch, "test", func(*nostr.Event) {}, s.stranger, s.log)
+	s := New(ch, t.TempDir(), "test", nil, slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,145 @@
+package oneshot
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/member"
+	"github.com/troupebench/troupe/teamtools"
+)
+
+// turnInput is what one run's prompt is made of.
+type turnInput struct {
+	// Whole: the agent starts afresh (its first run, or an agent that
+	// cannot resume): the persona and how the team works go with it.
+	Whole    bool
+	System   string // "" when the agent takes it from {system_file}
+	Self     member.Participant
+	Team     string // the team, described
+	Tools    bool   // the agent has the team tools over MCP
+	Context  string // the heading of Recent
+	Recent   []string
+	From     string
+	Message  string
+	TimeLeft time.Duration
+	Workdir  string
+}
+
+// buildPrompt is one run's prompt: for an agent starting afresh the
+// persona and a note on the team, then the channel's messages it has not
+// seen (or, without a session to resume, the recent ones), then the
+// message that woke it, last.
+func buildPrompt(in turnInput) string {
+	var parts []string
+	if in.Whole {
+		if s := strings.TrimSpace(in.System); s != "" {
+			parts = append(parts, s)
+		}
+		note := fmt.Sprintf(sessionNote, in.Self.ID, in.Self.Role, in.Self.Kind, in.Team)
+		if in.Tools {
+			note += "\n" + toolsNote
+		}
+		if in.Self.Kind == "orchestrator" {
+			note += "\n" + doneNote
+		}
+		parts = append(parts, note)
+	}
+	if len(in.Recent) > 0 {
+		parts = append(parts, in.Context+"\n"+strings.Join(in.Recent, "\n"))
+	}
+	parts = append(parts, fmt.Sprintf("Time left before the deadline: %s. Working folder: %s.\n\nMessage for you from %s:\n%s",
+		in.TimeLeft.Round(time.Second), in.Workdir, in.From, in.Message))
+	return strings.Join(parts, "\n\n")
+}
+
+// The notes that tell the agent how it takes part.
+const (
+	sessionNote = `## How you take part
+
+You are %s (role %s, %s) on a team that works through one chat channel. The team: %s.
+Each message that mentions you starts you once, with a prompt like this one. What you
+answer at the end is posted to whoever wrote to you; write @id or @role in it to wake
+other teammates too.`
+	toolsNote = `The MCP server "troupe-team" gives you the channel while you work: send_message (content,
+and mentions: teammate ids, roles, or "user"), read_channel and list_team. If you send a
+message yourself, your final answer is not posted.`
+	doneNote = `You lead: when the task is complete, answer with a message that starts with DONE: and says
+what was done. That ends the work.`
+)
+
+// Headings of the context a prompt carries.
+const (
+	unseenHeading = "Messages in the channel since you last heard from it, oldest first:"
+	recentHeading = "Recent messages in the channel, oldest first:"
+)
+
+// unseen returns the channel's messages the agent's session has not seen,
+// at most teamtools.RecentShown of the newest, and marks every message of
+// history seen. The trigger and the member's own messages are left out:
+// the first comes last in the prompt, the session holds the second.
+func unseen(history []*nostr.Event, seen map[string]bool, trigger *nostr.Event, self string, name func(string) string) []string {
+	var lines []string
+	for _, ev := range history {
+		if seen[ev.ID] {
+			continue
+		}
+		seen[ev.ID] = true
+		if ev.ID == trigger.ID || ev.PubKey == self {
+			continue
+		}
+		lines = append(lines, line(ev, name))
+	}
+	seen[trigger.ID] = true
+	return lines[max(0, len(lines)-teamtools.RecentShown):]
+}
+
+// recent returns the channel's last n messages before the trigger, the
+// member's own among them (an agent without a session remembers nothing).
+func recent(history []*nostr.Event, n int, trigger *nostr.Event, self string, name func(string) string) []string {
+	var lines []string
+	for _, ev := range history {
+		if ev.ID == trigger.ID {
+			break
+		}
+		l := line(ev, name)
+		if ev.PubKey == self {
+			l = "you, " + l
+		}
+		lines = append(lines, l)
+	}
+	return lines[max(0, len(lines)-n):]
+}
+
+func line(ev *nostr.Event, name func(string) string) string {
+	return fmt.Sprintf("%s: %s", name(ev.PubKey), clip.Head(ev.Content, 2000))
+}
+
+// mentionRE finds "@name" in an answer: a teammate's id or role.
+var mentionRE = regexp.MustCompile(`(?:^|[^\w@])@([A-Za-z0-9][\w.-]*)`)
+
+// mentionsIn returns whom an answer addresses with @id or @role, among
+// the team's members; a name that is no teammate's (an e-mail address, a
+// decorator) is left alone.
+func mentionsIn(text string, team *member.Team) []string {
+	var out []string
+	for _, m := range mentionRE.FindAllStringSubmatch(text, -1) {
+		name := strings.TrimRight(m[1], ".-")
+		if _, err := team.ResolveMentions([]string{name}); err == nil && !contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,118 @@
+package oneshot
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/troupebench/troupe/member"
+)
+
+func TestParseTemplate(t *testing.T) {
+	for _, tc := range []struct {
+		argv, resume []string
+		err          string
+		stdin, mcp   bool
+	}{
+		{argv: []string{"crush", "run", "{prompt}"}},
+		{argv: []string{"claude", "-p", "{resume}", "--mcp-config={mcp_config}", "{prompt}"}, resume: []string{"--continue"}, mcp: true},
+		{argv: []string{"agent", "--task-file", "{prompt_file}"}},
+		{argv: []string{"agent"}, stdin: true},
+		{argv: []string{"goose", "run", "--with-extension", "{mcp_command}", "-t", "{prompt}"}, mcp: true},
+		{argv: nil, err: "no agent to run"},
+		{argv: []string{""}, err: "no agent to run"},
+		{argv: []string{"{prompt}"}, err: "only its arguments may"},
+		{argv: []string{"a", "{resume}", "{prompt}"}, err: "no --resume arguments"},
+		{argv: []string{"a", "{prompt}"}, resume: []string{"--continue"}, err: "has no {resume} argument"},
+		{argv: []string{"a", "--x={resume}"}, resume: []string{"-c"}, err: "an argument of its own"},
+		{argv: []string{"a", "{resume}", "{resume}"}, resume: []string{"-c"}, err: "appears 2 times"},
+		{argv: []string{"a", "{resume}"}, resume: []string{"{resume}"}, err: "cannot hold {resume}"},
+	} {
+		tmpl, err := parseTemplate(tc.argv, tc.resume)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q %q: %v, want %q", tc.argv, tc.resume, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || tmpl.stdin != tc.stdin || tmpl.mcp != tc.mcp {
+			t.Errorf("%q: %+v %v", tc.argv, tmpl, err)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	tmpl, err := parseTemplate([]string{"codex", "exec", "{resume}", "--cd", "{workdir}", "--system={system_file}", "{prompt}"}, []string{"resume", "--last"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := turnValues{prompt: "do {workdir} it", systemFile: "/run/s.md", workdir: "/app"}
+	if got := tmpl.expand(v); !slices.Equal(got, []string{"codex", "exec", "--cd", "/app", "--system=/run/s.md", "do {workdir} it"}) {
+		t.Errorf("first run %q", got)
+	}
+	v.continues = true
+	if got := tmpl.expand(v); !slices.Equal(got, []string{"codex", "exec", "resume", "--last", "--cd", "/app", "--system=/run/s.md", "do {workdir} it"}) {
+		t.Errorf("continuing run %q", got)
+	}
+}
+
+func TestMentionsIn(t *testing.T) {
+	team := &member.Team{Members: []member.Participant{
+		{Pubkey: strings.Repeat("a", 64), ID: "lead-1", Role: "lead", Kind: "orchestrator"},
+		{Pubkey: strings.Repeat("b", 64), ID: "worker-1", Role: "implementer", Kind: "worker"},
+		{Pubkey: strings.Repeat("c", 64), ID: "user", Role: "user", Kind: "user"},
+	}}
+	for text, want := range map[string][]string{
+		"@lead-1 done.":                   {"lead-1"},
+		"ask @implementer, then @lead-1.": {"implementer", "lead-1"},
+		"mail a@lead-1.org or @ghost":     nil,
+		"@worker-1 and again @worker-1":   {"worker-1"},
+		"(@user) see @@lead-1":            {"user"},
+		"DONE: all written":               nil,
+		"@lead-1, @LEAD-1 and @lead-1--":  {"lead-1"},
+	} {
+		if got := mentionsIn(text, team); !slices.Equal(got, want) {
+			t.Errorf("%q: %q, want %q", text, got, want)
+		}
+	}
+}
+
+func TestCheckProgram(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A minimal ELF64 header for another machine: AArch64 (183) when this
+	// one is x86-64, else x86-64 (62).
+	other := uint16(183)
+	if elfMachine() != 62 {
+		other = 62
+	}
+	hdr := make([]byte, 64)
+	copy(hdr, "\x7fELF\x02\x01\x01")
+	binary.LittleEndian.PutUint16(hdr[16:], 2) // ET_EXEC
+	binary.LittleEndian.PutUint16(hdr[18:], other)
+	binary.LittleEndian.PutUint32(hdr[20:], 1)
+	binary.LittleEndian.PutUint16(hdr[52:], 64) // ehsize
+	self, _ := os.Executable()
+	for path, want := range map[string]string{
+		write("script", []byte("#!/bin/sh\n"), 0o755): "",
+		self:                               "",
+		write("plain", []byte("x"), 0o644): "not executable",
+		write("foreign", hdr, 0o755):       "is built for",
+		dir:                                "is a folder",
+		filepath.Join(dir, "missing"):      "does not exist",
+	} {
+		err := checkProgram(path)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", path, err, want)
+		}
+	}
+}

@@ -99,6 +99,8 @@ func runStandIn(mode string, args []string) int {
 	case "echo":
 		fmt.Println("some progress the agent prints")
 		fmt.Println("echo: " + last)
+	case "quick":
+		fmt.Println("echo: " + last)
 	case "fail":
 		fmt.Fprintln(os.Stderr, "standin: unknown flag --typo")
 		return 2
@@ -178,6 +180,9 @@ type harness struct {
 }
 
 type harnessOptions struct {
+	// mode is the stand-in's (runStandIn); "direct" runs no bridge but a
+	// contract agent that answers each mention itself, through the member
+	// package: the baseline of the bridge's overhead.
 	mode    string
 	command []string // after the program; default: --prompt {prompt}
 	flags   Flags
@@ -185,11 +190,17 @@ type harnessOptions struct {
 	// notReady: the test expects the bridge to end before it is ready.
 	notReady bool
 	program  string // default: this test binary
+	// unlimited lifts the relay's rate limit (100 messages a second per
+	// connection), which a benchmark's turns outrun.
+	unlimited bool
 }
 
 func newHarness(t testing.TB, opts harnessOptions) *harness {
 	t.Helper()
 	r := relay.New()
+	if opts.unlimited {
+		r.EventRate = 0
+	}
 	if err := r.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +244,7 @@ func newHarness(t testing.TB, opts harnessOptions) *harness {
 		Member:     member.Config{RelayURL: r.URL(), Channel: channel, SecretKey: sk, PublicKey: h.pk, AgentID: "worker-1"},
 		System:     opts.system,
 		SystemFile: systemFile,
-		Deadline:   time.Now().Add(time.Minute),
+		Deadline:   time.Now().Add(time.Hour),
 		Workdir:    t.TempDir(),
 		Home:       t.TempDir(),
 		Command:    append([]string{opts.program}, opts.command...),
@@ -252,7 +263,11 @@ func newHarness(t testing.TB, opts harnessOptions) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	log := slog.New(slog.NewJSONHandler(h.logs, nil)).With("agent", "worker-1")
-	go func() { h.done <- New(h.cfg, log).Run(ctx) }()
+	if opts.mode == "direct" {
+		go func() { h.done <- runDirect(ctx, h.cfg.Member, log) }()
+	} else {
+		go func() { h.done <- New(h.cfg, log).Run(ctx) }()
+	}
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -579,4 +594,32 @@ func alive(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(data), ')')
 	return i > 0 && len(data) > i+2 && data[i+2] != 'Z'
+}
+
+// runDirect is a contract agent without a bridge: it answers each mention
+// with "echo: <its last line>" through the member package, as the
+// stand-in in "quick" mode does through the bridge.
+func runDirect(ctx context.Context, cfg member.Config, log *slog.Logger) error {
+	m := member.New(cfg, log)
+	mentions := make(chan *nostr.Event, 64)
+	m.OnMessage = func(ev *nostr.Event) {
+		if m.Mentions(ev) {
+			mentions <- ev
+		}
+	}
+	if err := m.Open(ctx); err != nil {
+		return err
+	}
+	defer m.Close(context.WithoutCancel(ctx))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-mentions:
+			last := ev.Content[strings.LastIndexByte(ev.Content, '\n')+1:]
+			if _, err := m.Send(ctx, "echo: "+last, []string{m.Team().ByPubkey(ev.PubKey).ID}); err != nil {
+				return err
+			}
+		}
+	}
 }

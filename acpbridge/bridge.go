@@ -126,6 +126,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("connect to the relay %s: %w", b.cfg.Member.RelayURL, err)
 	}
 	defer b.member.Close(context.WithoutCancel(ctx))
+	tools.Joined()
 	b.joined = true
 	b.team, b.self, b.reportTo, b.log = b.member.Team(), b.member.Self(), b.member.ReportTo(), b.member.Log()
 

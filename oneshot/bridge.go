@@ -26,6 +26,13 @@ import (
 // reference agent does.
 const stopMargin = 2 * time.Second
 
+// The variables the bridge adds to the agent's environment: the team
+// tools' MCP configuration file ({mcp_config}) and socket ({mcp_socket}).
+const (
+	EnvMCPConfig = "TROUPE_MCP_CONFIG"
+	EnvMCPSocket = "TROUPE_MCP_SOCKET"
+)
+
 // maxPosted bounds what the bridge posts of an answer: the relay refuses
 // a message over 64 KiB.
 const maxPosted = 48 << 10
@@ -51,6 +58,7 @@ type Bridge struct {
 	private   string // the bridge's private folder: prompt files, the MCP config
 	mcpConfig string
 	mcpLine   string
+	mcpSocket string
 	seen      map[string]bool
 	session   bool // a run succeeded: the next one continues its session
 	runs      int
@@ -106,10 +114,14 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err := b.writeMCPConfig(tools.Path()); err != nil {
 		return err
 	}
+	// For an agent that reads its MCP servers from its own configuration
+	// file, which may name environment variables (crush, goose).
+	b.env = append(b.env, EnvMCPConfig+"="+b.mcpConfig, EnvMCPSocket+"="+b.mcpSocket)
 	if err := b.member.Open(ctx); err != nil {
 		return fmt.Errorf("connect to the relay %s: %w", b.cfg.Member.RelayURL, err)
 	}
 	defer b.member.Close(context.WithoutCancel(ctx))
+	tools.Joined()
 	b.team, b.self, b.log = b.member.Team(), b.member.Self(), b.member.Log()
 
 	var wg sync.WaitGroup
@@ -170,6 +182,7 @@ func (b *Bridge) writeMCPConfig(socket string) error {
 		}
 		argv = []string{self, "mcp"}
 	}
+	b.mcpSocket = socket
 	argv = append(append([]string{}, argv...), "--socket", socket)
 	quoted := make([]string, len(argv))
 	for i, a := range argv {
@@ -262,7 +275,7 @@ func (b *Bridge) turn(ctx context.Context, trigger *nostr.Event) error {
 		in.Context, in.Recent = recentHeading, recent(b.member.History(), b.cfg.Flags.History, trigger, b.self.Pubkey, b.team.Name)
 	}
 	prompt := buildPrompt(in)
-	v := turnValues{prompt: prompt, systemFile: b.cfg.SystemFile, mcpConfig: b.mcpConfig, mcpCommand: b.mcpLine,
+	v := turnValues{prompt: prompt, systemFile: b.cfg.SystemFile, mcpConfig: b.mcpConfig, mcpCommand: b.mcpLine, mcpSocket: b.mcpSocket,
 		workdir: b.cfg.Workdir, continues: continues}
 	var stdin io.Reader
 	if b.tmpl.stdin {

@@ -101,6 +101,8 @@ func runStandIn(mode string, args []string) int {
 		fmt.Println("echo: " + last)
 	case "quick":
 		fmt.Println("echo: " + last)
+	case "env":
+		fmt.Printf("config %s socket %s\n", os.Getenv(EnvMCPConfig), os.Getenv(EnvMCPSocket))
 	case "fail":
 		fmt.Fprintln(os.Stderr, "standin: unknown flag --typo")
 		return 2
@@ -474,6 +476,27 @@ func TestTeamToolsOverMCP(t *testing.T) {
 	h.post("again")
 	if ev := h.next(h.pk, 20*time.Second); ev.Content != "via mcp: again" {
 		t.Errorf("second message %q: the final text was posted as well", ev.Content)
+	}
+}
+
+// The team tools' socket and config file, as placeholders and in the
+// agent's environment, for agents that read their MCP servers from a
+// configuration file of their own.
+func TestMCPSocketAndConfigInTheEnvironment(t *testing.T) {
+	h := newHarness(t, harnessOptions{mode: "env", command: []string{"--socket={mcp_socket}", "--prompt", PhPrompt}})
+	h.post("where are the tools?")
+	ev := h.next(h.pk, 20*time.Second)
+	runs := h.runs()
+	if len(runs) != 1 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	socket := strings.TrimPrefix(runs[0].Args[0], "--socket=")
+	if info, err := os.Stat(socket); err != nil || info.Mode().Type() != os.ModeSocket {
+		t.Errorf("{mcp_socket} = %q: %v", socket, err)
+	}
+	config, _, _ := strings.Cut(strings.TrimPrefix(ev.Content, "config "), " socket ")
+	if data, err := os.ReadFile(config); err != nil || !strings.Contains(string(data), socket) || !strings.HasSuffix(ev.Content, " socket "+socket) {
+		t.Errorf("the agent's environment says %q; config %s: %v", ev.Content, data, err)
 	}
 }
 

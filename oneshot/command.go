@@ -21,6 +21,7 @@ const (
 	PhSystemFile = "{system_file}" // the persona prompt's file: the prompt then leaves it out
 	PhMCPConfig  = "{mcp_config}"  // a JSON file {"mcpServers": {"troupe-team": {...}}}
 	PhMCPCommand = "{mcp_command}" // the team tools' stdio server as one shell-quoted line
+	PhMCPSocket  = "{mcp_socket}"  // the socket that server's --socket names
 	PhResume     = "{resume}"
 	PhWorkdir    = "{workdir}"
 )
@@ -79,20 +80,20 @@ func parseTemplate(argv, resume []string) (template, error) {
 	}
 	t.stdin = !has(PhPrompt) && !has(PhPromptFile)
 	t.systemApart = has(PhSystemFile)
-	t.mcp = has(PhMCPConfig) || has(PhMCPCommand)
+	t.mcp = has(PhMCPConfig) || has(PhMCPCommand) || has(PhMCPSocket)
 	return t, nil
 }
 
 // turnValues are what the placeholders stand for on one turn.
 type turnValues struct {
-	prompt, promptFile, systemFile, mcpConfig, mcpCommand, workdir string
-	continues                                                      bool
+	prompt, promptFile, systemFile, mcpConfig, mcpCommand, mcpSocket, workdir string
+	continues                                                                 bool
 }
 
 // expand is the command line of one turn.
 func (t template) expand(v turnValues) []string {
 	r := strings.NewReplacer(PhPrompt, v.prompt, PhPromptFile, v.promptFile, PhSystemFile, v.systemFile,
-		PhMCPConfig, v.mcpConfig, PhMCPCommand, v.mcpCommand, PhWorkdir, v.workdir)
+		PhMCPConfig, v.mcpConfig, PhMCPCommand, v.mcpCommand, PhMCPSocket, v.mcpSocket, PhWorkdir, v.workdir)
 	out := []string{t.argv[0]}
 	for _, a := range t.argv[1:] {
 		if a == PhResume {

@@ -22,6 +22,7 @@ func TestParseTemplate(t *testing.T) {
 		{argv: []string{"agent", "--task-file", "{prompt_file}"}},
 		{argv: []string{"agent"}, stdin: true},
 		{argv: []string{"goose", "run", "--with-extension", "{mcp_command}", "-t", "{prompt}"}, mcp: true},
+		{argv: []string{"codex", "exec", "-c", `mcp_servers.t.args=["mcp","--socket","{mcp_socket}"]`, "{prompt}"}, mcp: true},
 		{argv: nil, err: "no agent to run"},
 		{argv: []string{""}, err: "no agent to run"},
 		{argv: []string{"{prompt}"}, err: "only its arguments may"},

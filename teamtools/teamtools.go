@@ -66,11 +66,16 @@ type readArgs struct {
 // newTeamTools is the MCP server of the team tools; onSent is told of
 // every message sent through it. stranger, when set, says of a session
 // whether a process other than the host's own agent (or its children)
-// holds it: what it sends is marked so in the transcript.
-func newTeamTools(ch Channel, version string, onSent func(*nostr.Event), stranger func(*mcp.ServerSession) string, log *slog.Logger) *mcp.Server {
+// holds it: what it sends is marked so in the transcript. ready says
+// whether the channel may be used yet: the host's member has joined it
+// and knows the team.
+func newTeamTools(ch Channel, version string, onSent func(*nostr.Event), stranger func(*mcp.ServerSession) string, ready func() error, log *slog.Logger) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: ServerName, Version: version}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "send_message", Description: "Send a message to the team channel. Only mentioned teammates are woken: give their ids or roles (or \"user\"). The orchestrator ends the trial with a message whose content starts with DONE:."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in sendArgs) (*mcp.CallToolResult, any, error) {
+			if err := ready(); err != nil {
+				return nil, nil, err
+			}
 			var extra []nostr.Tag
 			who := ""
 			if stranger != nil && req != nil {
@@ -89,6 +94,9 @@ func newTeamTools(ch Channel, version string, onSent func(*nostr.Event), strange
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "read_channel", Description: "Read the channel's recent messages, oldest first."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in readArgs) (*mcp.CallToolResult, any, error) {
+			if err := ready(); err != nil {
+				return nil, nil, err
+			}
 			limit := in.Limit
 			if limit <= 0 {
 				limit = RecentShown
@@ -108,6 +116,9 @@ func newTeamTools(ch Channel, version string, onSent func(*nostr.Event), strange
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "list_team", Description: "List the team: each member's id, role and kind (orchestrator, worker, or the user)."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if err := ready(); err != nil {
+				return nil, nil, err
+			}
 			self := ch.Self()
 			var lines []string
 			for _, p := range ch.Team().Members {
@@ -130,9 +141,11 @@ func text(s string) *mcp.CallToolResult {
 // Server serves the team tools on a Unix socket in a private folder, to
 // connections of this process's uid only. New, Open, then Close.
 type Server struct {
-	srv *mcp.Server
-	dir string // where the private folder is made; empty: the system's temporary folder
-	log *slog.Logger
+	srv      *mcp.Server
+	joined   chan struct{}
+	joinOnce sync.Once
+	dir      string // where the private folder is made; empty: the system's temporary folder
+	log      *slog.Logger
 
 	path   string
 	tmp    string // the folder made for the socket, removed by Close
@@ -154,9 +167,27 @@ func New(ch Channel, dir, version string, onSent func(*nostr.Event), log *slog.L
 	if onSent == nil {
 		onSent = func(*nostr.Event) {}
 	}
-	s := &Server{dir: dir, log: log}
-	s.srv = newTeamTools(ch, version, onSent, s.stranger, log)
+	s := &Server{dir: dir, log: log, joined: make(chan struct{})}
+	s.srv = newTeamTools(ch, version, onSent, s.stranger, s.ready, log)
 	return s
+}
+
+// Joined says that the host's member has joined the channel: the tools
+// serve calls from then on. The socket is served before (an ACP agent
+// starts its MCP servers during its handshake, which comes first), and a
+// tool called too early is an error for the agent, never a read of a
+// team still being learnt.
+func (s *Server) Joined() { s.joinOnce.Do(func() { close(s.joined) }) }
+
+var errNotJoined = errors.New("the team channel is not joined yet: try again in a moment")
+
+func (s *Server) ready() error {
+	select {
+	case <-s.joined:
+		return nil
+	default:
+		return errNotJoined
+	}
 }
 
 // stranger says who holds ss when it is not the host's own agent or a

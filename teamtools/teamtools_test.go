@@ -73,7 +73,7 @@ func TestTeamToolsAgainstAFake(t *testing.T) {
 		ch.history = append(ch.history, &nostr.Event{PubKey: pk("a"), Content: fmt.Sprintf("message %d", i)})
 	}
 	var notified []string
-	srv := newTeamTools(ch, "test", func(ev *nostr.Event) { notified = append(notified, ev.Content) }, nil, slog.New(slog.DiscardHandler))
+	srv := newTeamTools(ch, "test", func(ev *nostr.Event) { notified = append(notified, ev.Content) }, nil, func() error { return nil }, slog.New(slog.DiscardHandler))
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(t.Context(), st, nil)
 	if err != nil {
@@ -223,6 +223,7 @@ func TestForeignProcessesAreMarked(t *testing.T) {
 	}}}
 	var logs syncbuf.Buffer
 	s := New(ch, t.TempDir(), "test", nil, slog.New(slog.NewJSONHandler(&logs, nil)))
+	s.Joined()
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -273,5 +274,35 @@ func TestForeignProcessesAreMarked(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "mcp connection from a process outside this member's agent") {
 		t.Errorf("the bridge's log does not say so: %s", logs.String())
+	}
+}
+
+// Before the host's member has joined the channel, a tool call is an error
+// for the agent (never a read of a team being learnt); after, it is served.
+func TestToolsServeOnceJoined(t *testing.T) {
+	ch := &fakeChannel{team: member.Team{Members: []member.Participant{
+		{Pubkey: strings.Repeat("a", 64), ID: "lead-1", Role: "lead", Kind: "orchestrator"},
+		{Pubkey: strings.Repeat("b", 64), ID: "worker-1", Role: "implementer", Kind: "worker"},
+	}}}
+	s := New(ch, t.TempDir(), "test", nil, slog.New(slog.DiscardHandler))
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	conn, err := net.Dial("unix", s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(), &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if out, failed := toolText(t, cs, "list_team", map[string]any{}); !failed || !strings.Contains(out, "not joined yet") {
+		t.Errorf("before Joined: %q %v", out, failed)
+	}
+	s.Joined()
+	if out, failed := toolText(t, cs, "list_team", map[string]any{}); failed || !strings.HasPrefix(out, "lead-1: role lead") {
+		t.Errorf("after Joined: %q %v", out, failed)
 	}
 }

@@ -336,6 +336,8 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"validate"},
 		{"hash"},
+		{"hash", "--canonical", "--file", "x.yaml"},
+		{"stacks", "pin"},
 		{"validate", "--frobnicate", "x.yaml"},
 		{"frobnicate"},
 		{"personas", "show"},

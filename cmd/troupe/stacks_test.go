@@ -59,7 +59,7 @@ func TestStacksCommands(t *testing.T) {
 
 	write(t, filepath.Join(dir, "bin", "run.sh"), string(script)+"# changed\n")
 	code, _, errOut = troupe(t, "stacks", "check", "plain", "--config", config)
-	if code != exitFailed || !strings.Contains(errOut, filepath.Join(dir, "bin", "run.sh")+" has sha256:") {
+	if code != exitFailed || !strings.Contains(errOut, "bin/run.sh (resolved against "+dir+", the folder of "+config+": "+filepath.Join(dir, "bin", "run.sh")+") has sha256:") {
 		t.Errorf("a changed file: exit %d: %s", code, errOut)
 	}
 
@@ -127,7 +127,33 @@ func TestRunRefusesAnUndefinedHarness(t *testing.T) {
 	// A changed stand-in is refused by the same pre-flight, naming it.
 	os.WriteFile(bin, append(data, 0), 0o755)
 	code, _, errOut = troupe(t, "run", "--config", config, filepath.Join(dir, "goose.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--dry-run")
-	if code != exitFailed || !strings.Contains(errOut, bin+" has sha256:") {
+	if code != exitFailed || !strings.Contains(errOut, bin+") has sha256:") {
 		t.Errorf("a changed stand-in: exit %d: %s", code, errOut)
+	}
+}
+
+// TestStacksCheckSaysWhatARelativePathIsResolvedAgainst: a stack's
+// relative file that is missing is named with the folder it was looked
+// for in; a relative command with the working folder it would run from.
+func TestStacksCheckSaysWhatARelativePathIsResolvedAgainst(t *testing.T) {
+	dir := isolate(t)
+	write(t, filepath.Join(dir, "bench", "m.yaml"), "")
+	for _, c := range []struct {
+		name, stacks, want string
+	}{
+		{"a missing file", "stacks:\n  s:\n    command: [/opt/s/agent]\n    files:\n      - {path: ./dist/agent, to: /opt/s/agent, sha256: \"" + digest(nil) + "\"}\n",
+			"stack s: ./dist/agent (resolved against " + filepath.Join(dir, "bench") + ", the folder of bench/stacks.yaml: " + filepath.Join(dir, "bench", "dist", "agent") + ") does not exist"},
+		{"a missing install script", "stacks:\n  s:\n    command: [/opt/s/agent]\n    install: {path: ../install.sh, sha256: \"" + digest(nil) + "\"}\n",
+			"stack s: install: ../install.sh (resolved against " + filepath.Join(dir, "bench") + ", the folder of bench/stacks.yaml: " + filepath.Join(dir, "install.sh") + ") does not exist"},
+		{"a relative command", "stacks:\n  s:\n    command: [dist/agent]\n",
+			"command: dist/agent is a relative path, which the container resolves against the task's working folder (TROUPE_WORKDIR, such as /app), not against " + filepath.Join(dir, "bench") + ", the folder of bench/stacks.yaml"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			write(t, filepath.Join(dir, "bench", "stacks.yaml"), c.stacks)
+			code, out, errOut := troupe(t, "stacks", "check", "s", "--manifest", "bench/m.yaml")
+			if code != exitFailed || !strings.Contains(errOut, c.want) {
+				t.Errorf("exit %d\n%s%s\nwant %s", code, out, errOut, c.want)
+			}
+		})
 	}
 }

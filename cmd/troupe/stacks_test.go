@@ -97,7 +97,7 @@ func TestRunRefusesAnUndefinedHarness(t *testing.T) {
 	m := strings.Replace(string(doc), "5a3bea67549937b6590a6d5678261cbfa08f3da67cb891dee9e81d408a93730b", strings.TrimPrefix(digest([]byte(persona)), "sha256:"), 1)
 	write(t, filepath.Join(dir, "goose.yaml"), m)
 	code, _, errOut := troupe(t, "run", filepath.Join(dir, "goose.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"))
-	if code != exitFailed || !strings.Contains(errOut, `agent solo-1: harness "goose" names no stack`) || !strings.Contains(errOut, "Define it under stacks:") {
+	if code != exitFailed || !strings.Contains(errOut, `goose.yaml: roster[0].harness: harness "goose" names no stack`) || !strings.Contains(errOut, "Define it under stacks:") {
 		t.Errorf("exit %d: %s", code, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "jobs")); err == nil {

@@ -129,7 +129,7 @@ func NewPlan(spec Spec) (*Plan, error) {
 	if len(spec.Tasks) == 0 {
 		return nil, errors.New("no tasks")
 	}
-	if err := checkNames(spec); err != nil {
+	if err := checkInputs(spec); err != nil {
 		return nil, err
 	}
 	byName, err := conditionsByName(spec.Conditions)
@@ -160,9 +160,10 @@ func NewPlan(spec Spec) (*Plan, error) {
 	return p, nil
 }
 
-// checkNames: conditions and tasks name trial folders and relay channels
-// ("<task>__<condition>__<attempt>").
-func checkNames(spec Spec) error {
+// checkInputs: conditions and tasks name trial folders and relay channels
+// ("<task>__<condition>__<attempt>"); each condition's agents' stacks are
+// defined and match their digests. Every problem, joined.
+func checkInputs(spec Spec) error {
 	var errs []error
 	for _, t := range spec.Tasks {
 		if err := checkFolderName(t.Name); err != nil {
@@ -170,9 +171,7 @@ func checkNames(spec Spec) error {
 		}
 	}
 	for _, c := range spec.Conditions {
-		if err := checkFolderName(c.Team.Manifest.Condition); err != nil {
-			errs = append(errs, fmt.Errorf("%s: condition %w", c.Path, err))
-		}
+		errs = append(errs, CheckConditionName(c.Team.Manifest), CheckStacks(c.Team.Manifest, c.Stacks))
 	}
 	return errors.Join(errs...)
 }
@@ -186,9 +185,8 @@ func checkFolderName(name string) error {
 	return nil
 }
 
-// conditionsByName are the job's conditions by name, each stack resolved
-// and its files checked against their digests before any container
-// starts. One name may come twice only for the same roster.
+// conditionsByName are the job's conditions by name (checkInputs checked
+// their stacks). One name may come twice only for the same roster.
 func conditionsByName(conds []Condition) (map[string]Condition, error) {
 	byName := map[string]Condition{}
 	for _, c := range conds {
@@ -196,16 +194,13 @@ func conditionsByName(conds []Condition) (map[string]Condition, error) {
 		if other, ok := byName[m.Condition]; ok && other.Team.Manifest.Hash() != m.Hash() {
 			return nil, fmt.Errorf("%s and %s both name condition %q with different rosters: conditions name trial folders and must be unique", other.Path, c.Path, m.Condition)
 		}
-		if err := CheckStacks(c.Team, c.Stacks); err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Path, err)
-		}
 		byName[m.Condition] = c
 	}
 	return byName, nil
 }
 
 // agentStacks are a condition's agents with their stacks' names; the
-// stacks resolve (conditionsByName checked them).
+// stacks resolve (checkInputs checked them).
 func agentStacks(c Condition) []AgentStack {
 	var out []AgentStack
 	for _, a := range c.Team.Agents {

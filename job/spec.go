@@ -3,12 +3,13 @@ package job
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/troupebench/troupe/internal/located"
+	"github.com/troupebench/troupe/internal/yaml11"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
@@ -52,26 +53,60 @@ type Spec struct {
 	Sequential *Sequential
 }
 
-// CheckStacks resolves the stack of every agent of a team and checks its
-// files against their digests, each stack once: every problem, each
-// naming its agent.
-func CheckStacks(tm *manifest.Team, stacks stack.Set) error {
-	var errs []error
+// CheckStacks resolves the stack each roster entry's harness names and
+// checks its definition and files against their digests (stack.Verify),
+// each stack once: every problem (each file's its own), as located errors
+// at the harness of the first entry that names the stack
+// (roster[i].harness).
+func CheckStacks(m *manifest.Manifest, stacks stack.Set) error {
+	return checkStacks(m, stacks, func(st *stack.Stack) error {
+		_, err := st.Verify()
+		return err
+	})
+}
+
+// ResolveStacks is CheckStacks without reading any file: each harness
+// names a stack, and each stack's definition passes stack.Check.
+func ResolveStacks(m *manifest.Manifest, stacks stack.Set) error {
+	return checkStacks(m, stacks, (*stack.Stack).Check)
+}
+
+func checkStacks(m *manifest.Manifest, stacks stack.Set, check func(*stack.Stack) error) error {
+	var errs []*located.Error
 	checked := map[string]bool{}
-	for _, a := range tm.Agents {
-		st, err := stacks.Resolve(string(a.Harness))
+	for i, c := range m.Roster {
+		add := func(err error) {
+			list := []error{err}
+			if joined, ok := err.(interface{ Unwrap() []error }); ok {
+				list = joined.Unwrap()
+			}
+			for _, err := range list {
+				errs = append(errs, &located.Error{File: m.File(), Path: yaml11.Key(yaml11.Index("roster", i), "harness"), Err: err})
+			}
+		}
+		st, err := stacks.Resolve(string(c.Harness))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("agent %s: %w", a.ID, err))
+			add(err)
 			continue
 		}
 		if !checked[st.Name] {
 			checked[st.Name] = true
-			if _, err := st.Verify(); err != nil {
-				errs = append(errs, fmt.Errorf("agent %s: %w", a.ID, err))
+			if err := check(st); err != nil {
+				add(err)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return located.Join(errs...)
+}
+
+// CheckConditionName refuses a condition that cannot name trial folders
+// and relay channels ("<task>__<condition>__<attempt>"), located at the
+// manifest's condition.
+func CheckConditionName(m *manifest.Manifest) error {
+	if err := checkFolderName(m.Condition); err != nil {
+		return located.Join(&located.Error{File: m.File(), Path: "condition", Err: err})
+	}
+	return nil
 }
 
 // DefaultDir names a job after its inputs, the paths of its manifests

@@ -1,26 +1,15 @@
 package manifest
 
 import (
-	"bytes"
-	"fmt"
 	"os"
-	"reflect"
-	"slices"
-	"strings"
-	"unicode/utf8"
 
-	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/yaml11"
+	"github.com/troupebench/troupe/internal/yamlpin"
 )
 
 // PinChange is one digest Repin sets: a stale or missing pin and the digest
 // of the file as it is now.
-type PinChange struct {
-	Key       string // e.g. roster[0].prompt
-	Path      string // the pinned path
-	Line, Col int    // where the digest is (or goes)
-	Old, New  string // Old is "" when there was no digest
-}
+type PinChange = yamlpin.Change
 
 // Repin returns the manifest text with every pin set to the SHA-256 of its
 // file now, and the pins it changed. Only the digests' text changes: comments,
@@ -29,102 +18,29 @@ type PinChange struct {
 // only problems are its pins. Unreadable files are reported, located, and
 // nothing is returned.
 func Repin(file string, data []byte, src Sources) ([]byte, []PinChange, error) {
-	bom := []byte("\ufeff")
-	hasBOM := bytes.HasPrefix(data, bom)
-	body := bytes.TrimPrefix(data, bom)
-	root, err := yaml11.Parse(file, body)
-	if err != nil {
-		return nil, nil, located.List{err.(*located.Error)}
-	}
-	sites, err := pinSites(file, root)
-	if err != nil {
-		return nil, nil, err
-	}
-	d := yaml11.Decoder{File: file}
 	var rootDir *os.Root
 	defer func() {
 		if rootDir != nil {
 			rootDir.Close()
 		}
 	}()
-	text := newSource(body)
-	var edits []edit
-	var changes []PinChange
-	seen := map[*yaml11.Node]bool{}
-	for _, s := range sites {
-		if seen[s.ref] { // an alias: the anchored mapping is edited once
-			continue
-		}
-		seen[s.ref] = true
-		data, err := readArtifact(&rootDir, src, s.path.Text)
+	return yamlpin.Rewrite(file, data, pinSites, func(s yamlpin.Site) (string, error) {
+		data, err := readArtifact(&rootDir, src, s.Path())
 		if err != nil {
-			d.Errorf(s.path, yaml11.Key(s.key, "path"), "%s", err)
-			continue
+			return "", err
 		}
-		sum := digest(data)
-		old := ""
-		if s.hash != nil && s.hash.Kind == yaml11.String {
-			old = s.hash.Text
-		}
-		if old == sum {
-			continue
-		}
-		e, line, col, err := text.pinEdit(s, sum)
-		if err != nil {
-			d.Errorf(s.hash, yaml11.Key(s.key, "sha256"), "%s", err)
-			continue
-		}
-		edits = append(edits, e)
-		changes = append(changes, PinChange{Key: s.key, Path: s.path.Text, Line: line, Col: col, Old: old, New: sum})
-	}
-	if err := d.Err(); err != nil {
-		return nil, nil, err
-	}
-	out := text.apply(edits)
-	if err := sameExceptPins(file, body, out); err != nil {
-		return nil, nil, err
-	}
-	if hasBOM {
-		out = append(bom, out...)
-	}
-	return out, changes, nil
-}
-
-// pinSite is one artifact reference found in the document tree.
-type pinSite struct {
-	key        string
-	ref        *yaml11.Node // the {path, sha256} mapping
-	path, hash *yaml11.Node // hash is nil when the key is missing
-	pathKey    *yaml11.Node // the path's key, for indenting an added line
-	hashKey    *yaml11.Node
+		return digest(data), nil
+	})
 }
 
 // pinSites finds roster[i].prompt, .persona and .skills[j] mappings.
-func pinSites(file string, root *yaml11.Node) ([]pinSite, error) {
+func pinSites(file string, root *yaml11.Node) ([]yamlpin.Site, error) {
 	d := yaml11.Decoder{File: file}
-	var sites []pinSite
+	var sites []yamlpin.Site
 	add := func(n *yaml11.Node, key string) {
-		if n == nil || yaml11.IsNull(n) {
-			return
+		if s, ok := yamlpin.NewSite(&d, n, key); ok {
+			sites = append(sites, s)
 		}
-		if n.Kind != yaml11.Map {
-			d.Errorf(n, key, "must be a mapping with path and sha256 to be pinned")
-			return
-		}
-		s := pinSite{key: key, ref: n}
-		for _, p := range n.Pairs {
-			switch p.Key.Text {
-			case "path":
-				s.path, s.pathKey = p.Value, p.Key
-			case "sha256":
-				s.hash, s.hashKey = p.Value, p.Key
-			}
-		}
-		if s.path == nil || s.path.Kind != yaml11.String || s.path.Text == "" {
-			d.Errorf(n, yaml11.Key(key, "path"), "needs a path to be pinned")
-			return
-		}
-		sites = append(sites, s)
 	}
 	roster := root.Get("roster")
 	if roster == nil || roster.Kind != yaml11.Seq {
@@ -142,182 +58,4 @@ func pinSites(file string, root *yaml11.Node) ([]pinSite, error) {
 		}
 	}
 	return sites, d.Err()
-}
-
-// source maps the parser's line and character columns to byte offsets.
-type source struct {
-	data       []byte
-	lineStarts []int
-	newline    string
-}
-
-func newSource(data []byte) *source {
-	s := &source{data: data, lineStarts: []int{0}, newline: "\n"}
-	for i, c := range data {
-		if c == '\n' {
-			s.lineStarts = append(s.lineStarts, i+1)
-		}
-	}
-	if bytes.Contains(data, []byte("\r\n")) {
-		s.newline = "\r\n"
-	}
-	return s
-}
-
-// offset is the byte offset of a 1-based line and character column.
-func (s *source) offset(line, col int) (int, bool) {
-	if line < 1 || line > len(s.lineStarts) {
-		return 0, false
-	}
-	off := s.lineStarts[line-1]
-	for range col - 1 {
-		if off >= len(s.data) || s.data[off] == '\n' {
-			return 0, false
-		}
-		_, size := utf8.DecodeRune(s.data[off:])
-		off += size
-	}
-	return off, true
-}
-
-type edit struct {
-	at, remove int
-	insert     string
-}
-
-func (s *source) apply(edits []edit) []byte {
-	slices.SortFunc(edits, func(a, b edit) int { return b.at - a.at })
-	out := slices.Clone(s.data)
-	for _, e := range edits {
-		out = slices.Concat(out[:e.at], []byte(e.insert), out[e.at+e.remove:])
-	}
-	return out
-}
-
-// pinEdit computes the text change that sets one digest, and where it is.
-func (s *source) pinEdit(site pinSite, sum string) (edit, int, int, error) {
-	if site.hash != nil && yaml11.IsNull(site.hash) && site.hash.Text == "" {
-		// "sha256:" with nothing after it: the digest goes after the colon.
-		keyAt, ok := s.offset(site.hashKey.Line, site.hashKey.Col)
-		colon := bytes.IndexByte(s.data[keyAt:], ':')
-		if !ok || colon < 0 {
-			return edit{}, 0, 0, fmt.Errorf("cannot find the sha256 key's text at line %d, column %d", site.hashKey.Line, site.hashKey.Col)
-		}
-		at := keyAt + colon + 1
-		if at < len(s.data) && s.data[at] == ' ' {
-			return edit{at: at + 1, insert: sum}, site.hashKey.Line, site.hashKey.Col, nil
-		}
-		return edit{at: at, insert: " " + sum}, site.hashKey.Line, site.hashKey.Col, nil
-	}
-	if site.hash != nil {
-		at, ok := s.offset(site.hash.Line, site.hash.Col)
-		if !ok {
-			return edit{}, 0, 0, fmt.Errorf("cannot find the digest's text at line %d, column %d", site.hash.Line, site.hash.Col)
-		}
-		n, quote, err := s.scalarSpan(at)
-		if err != nil {
-			return edit{}, 0, 0, err
-		}
-		return edit{at: at, remove: n, insert: quote + sum + quote}, site.hash.Line, site.hash.Col, nil
-	}
-	// No sha256 key: add one after the path value.
-	pathAt, ok := s.offset(site.path.Line, site.path.Col)
-	if !ok {
-		return edit{}, 0, 0, fmt.Errorf("cannot find the path's text at line %d, column %d", site.path.Line, site.path.Col)
-	}
-	n, _, err := s.scalarSpan(pathAt)
-	if err != nil {
-		return edit{}, 0, 0, err
-	}
-	refAt, _ := s.offset(site.ref.Line, site.ref.Col)
-	if s.data[refAt] == '{' {
-		return edit{at: pathAt + n, insert: ", sha256: " + sum}, site.path.Line, site.path.Col, nil
-	}
-	lineEnd := pathAt + n
-	for lineEnd < len(s.data) && s.data[lineEnd] != '\n' && s.data[lineEnd] != '\r' {
-		lineEnd++
-	}
-	indent := strings.Repeat(" ", site.pathKey.Col-1)
-	return edit{at: lineEnd, insert: s.newline + indent + "sha256: " + sum}, site.path.Line + 1, site.pathKey.Col, nil
-}
-
-// scalarSpan measures a one-line scalar starting at a byte offset and says
-// which quote it uses. Digests are one line; anything else is refused.
-func (s *source) scalarSpan(at int) (int, string, error) {
-	d := s.data
-	if at >= len(d) {
-		return 0, "", fmt.Errorf("the value is missing")
-	}
-	switch q := d[at]; q {
-	case '"', '\'':
-		for i := at + 1; i < len(d) && d[i] != '\n'; i++ {
-			switch {
-			case q == '"' && d[i] == '\\':
-				i++
-			case q == '\'' && d[i] == '\'' && i+1 < len(d) && d[i+1] == '\'':
-				i++
-			case d[i] == q:
-				return i + 1 - at, string(q), nil
-			}
-		}
-		return 0, "", fmt.Errorf("the quoted value does not end on its line; put it on one line")
-	}
-	end := at
-	for end < len(d) && !strings.ContainsRune(" \t\r\n,]}", rune(d[end])) {
-		end++
-	}
-	if next := bytes.TrimLeft(d[end:], " "); len(next) > 0 && next[0] != '\n' && next[0] != '\r' && next[0] != ',' && next[0] != '}' && next[0] != ']' && next[0] != '#' {
-		return 0, "", fmt.Errorf("the value runs past its first word; put the digest alone on its line")
-	}
-	return end - at, "", nil
-}
-
-// sameExceptPins re-reads the rewritten text and checks that it holds the
-// same values as before apart from the pins, so an editing mistake can never
-// reach the user's file.
-func sameExceptPins(file string, before, after []byte) error {
-	a, err := yaml11.Parse(file, before)
-	if err != nil {
-		return err
-	}
-	b, err := yaml11.Parse(file, after)
-	if err != nil {
-		return fmt.Errorf("%s: rewriting the pins broke the YAML (%v); the file was not changed, please report this", file, err)
-	}
-	if !reflect.DeepEqual(withoutPins(a), withoutPins(b)) {
-		return fmt.Errorf("%s: rewriting the pins changed more than the pins; the file was not changed, please report this", file)
-	}
-	return nil
-}
-
-// withoutPins renders a document as plain values with the sha256 of every
-// pin site left out.
-func withoutPins(root *yaml11.Node) any {
-	sites, _ := pinSites("", root)
-	skip := map[*yaml11.Node]bool{}
-	for _, s := range sites {
-		skip[s.ref] = true
-	}
-	var walk func(n *yaml11.Node) any
-	walk = func(n *yaml11.Node) any {
-		switch n.Kind {
-		case yaml11.Map:
-			var out [][2]any
-			for _, p := range n.Pairs {
-				if skip[n] && p.Key.Text == "sha256" {
-					continue
-				}
-				out = append(out, [2]any{walk(p.Key), walk(p.Value)})
-			}
-			return out
-		case yaml11.Seq:
-			out := make([]any, len(n.Items))
-			for i, c := range n.Items {
-				out[i] = walk(c)
-			}
-			return out
-		}
-		return [2]any{n.Kind, n.Text}
-	}
-	return walk(root)
 }

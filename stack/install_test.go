@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,7 +121,7 @@ func TestInstallScript(t *testing.T) {
 		t.Errorf("a folder: %v", err)
 	}
 	st.Install = &File{Path: filepath.Join(dir, "missing"), SHA256: digestOf(nil)}
-	if _, err := st.Verify(); err == nil || !strings.Contains(err.Error(), "missing: no such file") {
+	if _, err := st.Verify(); err == nil || !strings.Contains(err.Error(), "stack g: install: "+filepath.Join(dir, "missing")+" does not exist") || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing script: %v", err)
 	}
 }

@@ -92,7 +92,7 @@ func parseFile(d *yaml11.Decoder, n *yaml11.Node, path, dir string) (File, bool)
 	before := d.Count()
 	var f File
 	d.Struct(n, path, []yaml11.Field{
-		{Name: "path", Required: true, Decode: func(n *yaml11.Node, path string) { f.Path = hostPath(d, n, path, dir) }},
+		{Name: "path", Required: true, Decode: func(n *yaml11.Node, path string) { f.Path, f.Written = hostPath(d, n, path, dir) }},
 		{Name: "to", Required: true, Decode: func(n *yaml11.Node, path string) { f.To, _ = d.String(n, path) }},
 		{Name: "sha256", Required: true, Decode: func(n *yaml11.Node, path string) { f.SHA256, _ = d.String(n, path) }},
 		{Name: "mode", Decode: func(n *yaml11.Node, path string) {
@@ -117,19 +117,29 @@ func parseInstall(d *yaml11.Decoder, n *yaml11.Node, path, dir string) (File, bo
 	before := d.Count()
 	var f File
 	d.Struct(n, path, []yaml11.Field{
-		{Name: "path", Required: true, Decode: func(n *yaml11.Node, path string) { f.Path = hostPath(d, n, path, dir) }},
+		{Name: "path", Required: true, Decode: func(n *yaml11.Node, path string) { f.Path, f.Written = hostPath(d, n, path, dir) }},
 		{Name: "sha256", Required: true, Decode: func(n *yaml11.Node, path string) { f.SHA256, _ = d.String(n, path) }},
 	}, nil)
 	return f, d.Count() == before
 }
 
-// hostPath is a file's path on the host, relative to dir unless absolute.
-func hostPath(d *yaml11.Decoder, n *yaml11.Node, path, dir string) string {
+// hostPath reads a file's path: see resolve.
+func hostPath(d *yaml11.Decoder, n *yaml11.Node, path, dir string) (host, written string) {
 	s, ok := d.String(n, path)
-	if ok && !filepath.IsAbs(s) {
-		s = filepath.Join(dir, s)
+	if !ok {
+		return s, ""
 	}
-	return s
+	return resolve(s, dir)
+}
+
+// resolve is a path a stack writes as it is on the host: in dir unless
+// absolute; written is the path as written when it is relative
+// (File.Written), else "".
+func resolve(p, dir string) (host, written string) {
+	if filepath.IsAbs(p) {
+		return p, ""
+	}
+	return filepath.Join(dir, p), p
 }
 
 func stringMap(d *yaml11.Decoder, n *yaml11.Node, path string) map[string]string {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -71,12 +72,49 @@ const DefaultInstallTimeout = 600 * time.Second
 const InstallDir = "/opt/troupe-install"
 
 // File is a file or folder of the host uploaded at To in the container,
-// pinned by its SHA-256 (a folder's: taskfs.Digest's).
+// pinned by its digest (HostDigest's).
 type File struct {
-	Path   string // on the host, absolute
-	To     string // in the container, absolute
-	Mode   fs.FileMode
-	SHA256 string
+	// Path is on the host: as the stack wrote it, joined to the folder of
+	// the file that defines the stack when it is relative.
+	Path string
+	// Written is the path as the stack wrote it, which messages show with
+	// what it was resolved against; "" when it is Path.
+	Written string
+	To      string // in the container, absolute
+	Mode    fs.FileMode
+	SHA256  string
+}
+
+// shown is the file's path for a message; source is the file that
+// defines its stack.
+func (f File) shown(source string) string {
+	if f.Written == "" {
+		return f.Path
+	}
+	return showPath(f.Written, source)
+}
+
+// showPath is a stack file's path for a message: an absolute path as it
+// is, a relative one as written with the folder it was resolved against,
+// that of source (the file that defines the stack), and where that leads:
+// "./dist/agent (resolved against /w, the folder of /w/stacks.yaml:
+// /w/dist/agent)".
+func showPath(written, source string) string {
+	if filepath.IsAbs(written) {
+		return written
+	}
+	dir := sourceDir(source)
+	return fmt.Sprintf("%s (resolved against %s, the folder of %s: %s)", written, dir, source, filepath.Join(dir, written))
+}
+
+// sourceDir is the folder of source, the file that defines a stack, made
+// absolute: the folder a relative path of the stack is in.
+func sourceDir(source string) string {
+	dir := filepath.Dir(source)
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return dir
 }
 
 // builtin is the reference agent's stack.
@@ -153,8 +191,14 @@ func (st *Stack) Digest() string {
 // fixed variable carries identity. It reads no file (Verify does).
 func (st *Stack) Check() error {
 	var errs []error
-	if len(st.Command) == 0 || st.Command[0] == "" {
+	switch {
+	case len(st.Command) == 0 || st.Command[0] == "":
 		errs = append(errs, errors.New("command is empty"))
+	case strings.Contains(st.Command[0], "/") && !path.IsAbs(st.Command[0]):
+		// The command runs in the container, where a relative path is the
+		// task's working folder's, never the stacks file's folder.
+		errs = append(errs, fmt.Errorf("command: %s is a relative path, which the container resolves against the task's working folder (TROUPE_WORKDIR, such as /app), not against %s, the folder of %s; upload the program with files: and name it by its to: path, such as /opt/%s/%s",
+			st.Command[0], sourceDir(st.Source), st.Source, st.Name, path.Base(st.Command[0])))
 	}
 	known := valueNamesSet()
 	for name, value := range st.Env {
@@ -190,12 +234,12 @@ func (st *Stack) Check() error {
 		}
 		seen[f.To] = true
 		if !validDigest(f.SHA256) {
-			errs = append(errs, fmt.Errorf("files: %s: sha256 must be sha256:<64 hex digits> (troupe hash FILE prints it)", f.Path))
+			errs = append(errs, fmt.Errorf("files: %s: sha256 must be sha256:<64 hex digits> (troupe stacks pin %s sets it; troupe hash --file PATH prints it)", f.Path, st.Name))
 		}
 	}
 	switch {
 	case st.Install != nil && !validDigest(st.Install.SHA256):
-		errs = append(errs, fmt.Errorf("install: %s: sha256 must be sha256:<64 hex digits> (troupe hash FILE prints it)", st.Install.Path))
+		errs = append(errs, fmt.Errorf("install: %s: sha256 must be sha256:<64 hex digits> (troupe stacks pin %s sets it; troupe hash --file PATH prints it)", st.Install.Path, st.Name))
 	case st.Install == nil && (st.InstallUser != "" || st.InstallTimeout != 0):
 		errs = append(errs, errors.New("install_user and install_timeout_sec need an install script (install: {path, sha256})"))
 	}
@@ -249,11 +293,11 @@ func (st *Stack) Verify() ([]runtime.File, error) {
 	for _, f := range st.Files {
 		got, files, err := read(f)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("stack %s: %s: %w", st.Name, f.Path, err))
+			errs = append(errs, fmt.Errorf("stack %s: %w", st.Name, fileError(st.Source, f, err)))
 			continue
 		}
 		if got != f.SHA256 {
-			errs = append(errs, fmt.Errorf("stack %s: %s has %s, but the stack pins %s: the file changed since it was pinned (troupe hash %s prints its digest)", st.Name, f.Path, got, f.SHA256, f.Path))
+			errs = append(errs, fmt.Errorf("stack %s: %s has %s, but the stack pins %s: the file changed since it was pinned (troupe stacks pin %s updates the pins)", st.Name, f.shown(st.Source), got, f.SHA256, st.Name))
 			continue
 		}
 		for _, rf := range files {
@@ -278,19 +322,36 @@ func (st *Stack) Verify() ([]runtime.File, error) {
 func (st *Stack) InstallScript() (runtime.File, error) {
 	f := *st.Install
 	if info, err := os.Stat(f.Path); err == nil && info.IsDir() {
-		return runtime.File{}, fmt.Errorf("stack %s: install: %s is a folder: the install script is one file (upload a folder with files:)", st.Name, f.Path)
+		return runtime.File{}, fmt.Errorf("stack %s: install: %s is a folder: the install script is one file (upload a folder with files:)", st.Name, f.shown(st.Source))
 	}
 	f.To = path.Join(InstallDir, st.Name, "install")
 	got, files, err := read(f)
 	switch {
 	case err != nil:
-		return runtime.File{}, fmt.Errorf("stack %s: install: %w", st.Name, err)
+		return runtime.File{}, fmt.Errorf("stack %s: install: %w", st.Name, fileError(st.Source, f, err))
 	case got != f.SHA256:
-		return runtime.File{}, fmt.Errorf("stack %s: install: %s has %s, but the stack pins %s: the script changed since it was pinned (troupe hash %s prints its digest)", st.Name, f.Path, got, f.SHA256, f.Path)
+		return runtime.File{}, fmt.Errorf("stack %s: install: %s has %s, but the stack pins %s: the script changed since it was pinned (troupe stacks pin %s updates the pins)", st.Name, f.shown(st.Source), got, f.SHA256, st.Name)
 	}
 	files[0].Mode = 0o755
 	return files[0], nil
 }
+
+// fileError says what reading a stack's file failed on, naming the file
+// with what its path was resolved against; source is the file that
+// defines the stack.
+func fileError(source string, f File, err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Path == f.Path && errors.Is(pe.Err, fs.ErrNotExist) {
+		return &missingError{f.shown(source)}
+	}
+	return fmt.Errorf("%s: %w", f.shown(source), err)
+}
+
+// missingError is a stack's file that does not exist, named as shown:
+// "PATH does not exist". It is fs.ErrNotExist to errors.Is.
+type missingError struct{ shown string }
+
+func (e *missingError) Error() string { return e.shown + " does not exist" }
+func (e *missingError) Unwrap() error { return fs.ErrNotExist }
 
 // read reads a stack's file or folder and returns its digest and the
 // container files it makes.
@@ -304,14 +365,14 @@ func read(f File) (string, []runtime.File, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		sum := sha256.Sum256(data)
+		digest, _ := fileDigest(bytes.NewReader(data))
 		mode := f.Mode
 		if mode == 0 {
 			mode = info.Mode().Perm() | 0o444
 		}
-		return "sha256:" + hex.EncodeToString(sum[:]), []runtime.File{{Path: f.To, Data: data, Mode: mode}}, nil
+		return digest, []runtime.File{{Path: f.To, Data: data, Mode: mode}}, nil
 	}
-	digest, err := taskfs.Digest(f.Path)
+	digest, err := folderDigest(f.Path)
 	if err != nil {
 		return "", nil, err
 	}
@@ -340,7 +401,52 @@ func read(f File) (string, []runtime.File, error) {
 		}
 		return nil
 	})
-	return "sha256:" + digest, files, err
+	return digest, files, err
+}
+
+// HostDigest is the digest a stack pins for a file or folder of the host,
+// as sha256:<64 hex digits>: a regular file's is the SHA-256 of its bytes,
+// read as a stream (a file of any size); a folder's is taskfs.Digest's.
+// Verify accepts exactly these; troupe hash prints them and troupe stacks
+// pin writes them. Anything else (a device, a FIFO) is refused.
+func HostDigest(path string) (string, error) {
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return "", err
+	case info.IsDir():
+		return folderDigest(path)
+	case !info.Mode().IsRegular():
+		return "", fmt.Errorf("%s is not a regular file or folder: a stack uploads those only", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	digest, err := fileDigest(f)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	return digest, nil
+}
+
+// fileDigest is a file's pin: the SHA-256 of its bytes.
+func fileDigest(r io.Reader) (string, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// folderDigest is a folder's pin: taskfs.Digest's.
+func folderDigest(dir string) (string, error) {
+	digest, err := taskfs.Digest(dir)
+	if err != nil {
+		return "", err
+	}
+	return "sha256:" + digest, nil
 }
 
 // Launch is the command and environment that start one agent of the

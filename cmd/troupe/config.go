@@ -47,22 +47,28 @@ func configCandidates() []string {
 	return out
 }
 
-// loadConfig finds and reads the config file. A file named by --config or
-// $TROUPE_CONFIG must exist; the default places are optional.
-func loadConfig(flagPath string) (*config, error) {
+// configPath is the config file troupe reads: the one --config or
+// $TROUPE_CONFIG names (which must exist), else the first default place
+// that has one, else "".
+func configPath(flagPath string) string {
 	path, explicit := flagPath, flagPath != ""
 	if !explicit {
 		path, explicit = os.LookupEnv("TROUPE_CONFIG")
 	}
-	if !explicit {
-		path = ""
-		for _, p := range configCandidates() {
-			if _, err := os.Stat(p); err == nil {
-				path = p
-				break
-			}
+	if explicit {
+		return path
+	}
+	for _, p := range configCandidates() {
+		if _, err := os.Stat(p); err == nil {
+			return p
 		}
 	}
+	return ""
+}
+
+// loadConfig finds (configPath) and reads the config file.
+func loadConfig(flagPath string) (*config, error) {
+	path := configPath(flagPath)
 	if path == "" {
 		return &config{endpoints: llm.Endpoints{}, settings: map[string]any{}}, nil
 	}

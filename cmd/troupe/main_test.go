@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -336,6 +338,8 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"validate"},
 		{"hash"},
+		{"hash", "--canonical", "--file", "x.yaml"},
+		{"stacks", "pin"},
 		{"validate", "--frobnicate", "x.yaml"},
 		{"frobnicate"},
 		{"personas", "show"},
@@ -511,5 +515,78 @@ func TestRuntimeSelection(t *testing.T) {
 		if code != exitUsage || !strings.Contains(out+errOut, `"podman" is not a backend troupe has: docker`) {
 			t.Errorf("%v (TROUPE_RUNTIME=%q, config %q): exit %d\n%s%s", tc.args, tc.env, tc.conf, code, out, errOut)
 		}
+	}
+}
+
+// TestValidateChecksWhatRunChecks: troupe validate reports every problem
+// troupe run would refuse a manifest for, at once and in both outputs: a
+// stale persona pin together with a broken stack, a harness that names no
+// stack, a condition that cannot name trial folders, a manifest that does
+// not load beside a stacks file that does not either. Each of a stack's
+// files is a problem of its own.
+func TestValidateChecksWhatRunChecks(t *testing.T) {
+	hello := repoPath(t, "examples/tasks/hello-world")
+	dir := isolate(t)
+	write(t, filepath.Join(dir, "p.md"), "p")
+	write(t, filepath.Join(dir, "dist", "agent"), "agent v2")
+	stacks := "stacks:\n  mine:\n    command: [/opt/mine/agent]\n    files:\n      - {path: dist/agent, to: /opt/mine/agent, mode: \"0755\", sha256: \"" + digest([]byte("agent v1")) + "\"}\n" +
+		"      - {path: dist/gone, to: /opt/mine/gone, sha256: \"" + digest(nil) + "\"}\n"
+	harness := func(name string) string { return "model_revision: r\n    harness: " + name }
+	changed := "dist/agent (resolved against " + dir + ", the folder of stacks.yaml: " + filepath.Join(dir, "dist", "agent") + ") has " + digest([]byte("agent v2")) + ", but the stack pins " + digest([]byte("agent v1"))
+	for _, c := range []struct {
+		name   string
+		doc    string
+		stacks string    // "": stacks
+		want   []problem // Message is a part of the message; File is m.yaml when ""
+	}{
+		{"a stale persona and a changed stack",
+			strings.Replace(manifestDoc("p.md", sum("old"), "mock/x"), "model_revision: r", harness("mine"), 1),
+			"", []problem{{Line: 12, Col: 15, Path: "roster[0].prompt.sha256", Message: "p.md does not match its pin"},
+				{Path: "roster[0].harness", Message: "stack mine: " + changed},
+				{Path: "roster[0].harness", Message: "stack mine: dist/gone (resolved against " + dir + ", the folder of stacks.yaml: " + filepath.Join(dir, "dist", "gone") + ") does not exist"}}},
+		{"an undefined harness",
+			strings.Replace(manifestDoc("p.md", sum("p"), "mock/x"), "model_revision: r", harness("nobody"), 1),
+			"", []problem{{Path: "roster[0].harness", Message: `harness "nobody" names no stack (defined: mine`}}},
+		{"a condition that names no folder",
+			strings.Replace(manifestDoc("p.md", sum("p"), "mock/x"), "condition: t", `condition: "a b"`, 1),
+			"", []problem{{Path: "condition", Message: `"a b" cannot name a trial folder and channel`}}},
+		{"a manifest that does not load and a broken stacks file",
+			strings.Replace(manifestDoc("p.md", sum("p"), "mock/x"), "kind: orchestrator", "kind: boss", 1),
+			"stacks:\n  x: 1\n", []problem{{Line: 4, Col: 11, Path: "roster[0].kind", Message: "must be one of orchestrator, worker"},
+				{File: "stacks.yaml", Line: 2, Col: 6, Path: "stacks.x", Message: "must be a mapping"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			write(t, filepath.Join(dir, "m.yaml"), c.doc)
+			write(t, filepath.Join(dir, "stacks.yaml"), cmp.Or(c.stacks, stacks))
+			code, out, _ := troupe(t, "validate", "m.yaml")
+			if code != exitFailed || !strings.Contains(out, fmt.Sprintf("FAIL  m.yaml  %s\n", plural(len(c.want), "problem"))) {
+				t.Errorf("text: exit %d\n%s", code, out)
+			}
+			code, js, _ := troupe(t, "validate", "--json", "m.yaml")
+			var res struct{ Manifests []validateResult }
+			if err := json.Unmarshal([]byte(js), &res); err != nil || code != exitFailed || len(res.Manifests) != 1 {
+				t.Fatalf("--json: exit %d, %v\n%s", code, err, js)
+			}
+			got := res.Manifests[0].Errors
+			if len(got) != len(c.want) {
+				t.Fatalf("--json: want %d problems, got %+v", len(c.want), got)
+			}
+			for i, w := range c.want {
+				g := got[i]
+				if g.File != cmp.Or(w.File, "m.yaml") || g.Line != w.Line || g.Col != w.Col || g.Path != w.Path || !strings.Contains(g.Message, w.Message) {
+					t.Errorf("--json problem %d: %+v, want %+v", i, g, w)
+				}
+				if !strings.Contains(out, "  "+g.String()+"\n") {
+					t.Errorf("text lacks %q:\n%s", g, out)
+				}
+			}
+			// troupe run refuses the manifest for the same problems, all of them.
+			code, _, errOut := troupe(t, "run", "m.yaml", "--tasks", hello, "--dry-run")
+			for _, w := range c.want {
+				if code != exitFailed || !strings.Contains(errOut, w.Message) {
+					t.Errorf("run: exit %d, lacks %q:\n%s", code, w.Message, errOut)
+				}
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"github.com/troupebench/troupe/internal/yamlpin"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/personas"
 )
@@ -88,17 +90,7 @@ func pinOne(out io.Writer, path string, opts pinOptions) error {
 		fmt.Fprintf(out, "FAIL  %s\n", path)
 		return err
 	}
-	verb := "updated"
-	if opts.check {
-		verb = "stale"
-	}
-	for _, c := range changes {
-		old := c.Old
-		if old == "" {
-			old = "(none)"
-		}
-		fmt.Fprintf(out, "%s  %s:%d:%d: %s (%s): %s -> %s\n", verb, path, c.Line, c.Col, c.Key, c.Path, old, c.New)
-	}
+	printPinChanges(out, path, changes, opts.check)
 	switch {
 	case len(changes) == 0:
 		fmt.Fprintf(out, "ok    %s  every pin is current\n", path)
@@ -115,6 +107,19 @@ func pinOne(out io.Writer, path string, opts pinOptions) error {
 		_, err = m.Verify(src)
 	}
 	return err
+}
+
+// printPinChanges prints each pin a rewrite changes in file, old -> new;
+// check says they are stale rather than updated.
+func printPinChanges(out io.Writer, file string, changes []yamlpin.Change, check bool) {
+	verb := "updated"
+	if check {
+		verb = "stale"
+	}
+	for _, c := range changes {
+		old := cmp.Or(c.Old, "(none)")
+		fmt.Fprintf(out, "%s  %s:%d:%d: %s (%s): %s -> %s\n", verb, file, c.Line, c.Col, c.Key, c.Path, old, c.New)
+	}
 }
 
 // writeFileAtomic replaces path with data so that a reader sees the old file

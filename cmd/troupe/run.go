@@ -12,8 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/job"
-	"github.com/troupebench/troupe/manifest"
-	"github.com/troupebench/troupe/personas"
 	"github.com/troupebench/troupe/stack"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial"
@@ -212,26 +210,14 @@ func (a *app) networkPolicy(cmd *cobra.Command) (trial.NetworkPolicy, error) {
 	return p, nil
 }
 
-// loadCondition loads and verifies a manifest, its personas and its
-// agents' stacks.
+// loadCondition loads and checks a manifest as a job runs it
+// (checkManifest).
 func loadCondition(path, artifactRoot string, cfg *config) (job.Condition, error) {
-	m, err := manifest.Load(path)
-	if err == nil {
-		dir := artifactRoot
-		if dir == "" {
-			dir = manifest.DefaultDir(path)
-		}
-		var tm *manifest.Team
-		if tm, err = m.Verify(manifest.Sources{Dir: dir, Builtin: personas.FS()}); err == nil {
-			var stacks stack.Set
-			if stacks, err = stacksFor(cfg, path); err == nil {
-				if err = job.CheckStacks(tm, stacks); err == nil {
-					return job.Condition{Path: path, Team: tm, Stacks: stacks}, nil
-				}
-			}
-		}
+	_, c, err := checkManifest(path, artifactRoot, cfg, false)
+	if err != nil {
+		return job.Condition{}, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err)
 	}
-	return job.Condition{}, fmt.Errorf("%s is not valid (troupe validate %s):\n%w", path, path, err)
+	return c, nil
 }
 
 func runRun(ctx context.Context, a *app, cmd *cobra.Command, opts runOptions, artifactRoot string, cfg *config, argv []string) (err error) {

@@ -25,11 +25,12 @@ trial container (each pinned by sha256), the command that starts one agent, and 
 the stack contract's values its agent reads under which names. A manifest's harness names
 the stack each agent runs: buzz-agent (the default) and troupe-agent are troupe's built-in
 reference agent; any other stack is defined under stacks: in the config file, or in
-stacks.yaml beside the manifest (docs/stacks.md).`,
+stacks.yaml beside the manifest (docs/stacks.md). After a rebuild, troupe stacks pin NAME
+sets the stack's sha256 pins from its files.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newStacksListCmd(a), newStacksShowCmd(a), newStacksCheckCmd(a))
+	cmd.AddCommand(newStacksListCmd(a), newStacksShowCmd(a), newStacksCheckCmd(a), newStacksPinCmd(a))
 	return cmd
 }
 

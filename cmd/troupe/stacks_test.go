@@ -59,7 +59,7 @@ func TestStacksCommands(t *testing.T) {
 
 	write(t, filepath.Join(dir, "bin", "run.sh"), string(script)+"# changed\n")
 	code, _, errOut = troupe(t, "stacks", "check", "plain", "--config", config)
-	if code != exitFailed || !strings.Contains(errOut, filepath.Join(dir, "bin", "run.sh")+" has sha256:") {
+	if code != exitFailed || !strings.Contains(errOut, "bin/run.sh (resolved against "+dir+", the folder of "+config+": "+filepath.Join(dir, "bin", "run.sh")+") has sha256:") {
 		t.Errorf("a changed file: exit %d: %s", code, errOut)
 	}
 
@@ -97,7 +97,7 @@ func TestRunRefusesAnUndefinedHarness(t *testing.T) {
 	m := strings.Replace(string(doc), "5a3bea67549937b6590a6d5678261cbfa08f3da67cb891dee9e81d408a93730b", strings.TrimPrefix(digest([]byte(persona)), "sha256:"), 1)
 	write(t, filepath.Join(dir, "goose.yaml"), m)
 	code, _, errOut := troupe(t, "run", filepath.Join(dir, "goose.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"))
-	if code != exitFailed || !strings.Contains(errOut, `agent solo-1: harness "goose" names no stack`) || !strings.Contains(errOut, "Define it under stacks:") {
+	if code != exitFailed || !strings.Contains(errOut, `goose.yaml: roster[0].harness: harness "goose" names no stack`) || !strings.Contains(errOut, "Define it under stacks:") {
 		t.Errorf("exit %d: %s", code, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "jobs")); err == nil {
@@ -127,7 +127,33 @@ func TestRunRefusesAnUndefinedHarness(t *testing.T) {
 	// A changed stand-in is refused by the same pre-flight, naming it.
 	os.WriteFile(bin, append(data, 0), 0o755)
 	code, _, errOut = troupe(t, "run", "--config", config, filepath.Join(dir, "goose.yaml"), "--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--dry-run")
-	if code != exitFailed || !strings.Contains(errOut, bin+" has sha256:") {
+	if code != exitFailed || !strings.Contains(errOut, bin+") has sha256:") {
 		t.Errorf("a changed stand-in: exit %d: %s", code, errOut)
+	}
+}
+
+// TestStacksCheckSaysWhatARelativePathIsResolvedAgainst: a stack's
+// relative file that is missing is named with the folder it was looked
+// for in; a relative command with the working folder it would run from.
+func TestStacksCheckSaysWhatARelativePathIsResolvedAgainst(t *testing.T) {
+	dir := isolate(t)
+	write(t, filepath.Join(dir, "bench", "m.yaml"), "")
+	for _, c := range []struct {
+		name, stacks, want string
+	}{
+		{"a missing file", "stacks:\n  s:\n    command: [/opt/s/agent]\n    files:\n      - {path: ./dist/agent, to: /opt/s/agent, sha256: \"" + digest(nil) + "\"}\n",
+			"stack s: ./dist/agent (resolved against " + filepath.Join(dir, "bench") + ", the folder of bench/stacks.yaml: " + filepath.Join(dir, "bench", "dist", "agent") + ") does not exist"},
+		{"a missing install script", "stacks:\n  s:\n    command: [/opt/s/agent]\n    install: {path: ../install.sh, sha256: \"" + digest(nil) + "\"}\n",
+			"stack s: install: ../install.sh (resolved against " + filepath.Join(dir, "bench") + ", the folder of bench/stacks.yaml: " + filepath.Join(dir, "install.sh") + ") does not exist"},
+		{"a relative command", "stacks:\n  s:\n    command: [dist/agent]\n",
+			"command: dist/agent is a relative path, which the container resolves against the task's working folder (TROUPE_WORKDIR, such as /app), not against " + filepath.Join(dir, "bench") + ", the folder of bench/stacks.yaml"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			write(t, filepath.Join(dir, "bench", "stacks.yaml"), c.stacks)
+			code, out, errOut := troupe(t, "stacks", "check", "s", "--manifest", "bench/m.yaml")
+			if code != exitFailed || !strings.Contains(errOut, c.want) {
+				t.Errorf("exit %d\n%s%s\nwant %s", code, out, errOut, c.want)
+			}
+		})
 	}
 }

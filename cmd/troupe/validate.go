@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/yaml11"
+	"github.com/troupebench/troupe/job"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
 	"github.com/troupebench/troupe/personas"
@@ -24,11 +25,18 @@ func newValidateCmd(a *app) *cobra.Command {
 	var opts validateOptions
 	cmd := &cobra.Command{
 		Use:   "validate MANIFEST...",
-		Short: "Check manifests: schema, rules and pinned files",
-		Long: `Check manifests against the schema and every rule, and verify that each pinned
-file (prompt, persona, skills) exists and still has the pinned sha256.
+		Short: "Check manifests as troupe run would: schema, rules, pinned files and stacks",
+		Long: `Check manifests against the schema and every rule, and everything troupe run checks
+of a manifest before any container starts: each pinned file (prompt, persona, skills)
+exists and still has the pinned sha256; the condition can name trial folders; and each
+roster entry's harness names a stack (built in, under stacks: in the config file, or in
+stacks.yaml beside the manifest) whose definition is sound and whose files exist and
+match their sha256 (troupe stacks check says more of one stack).
 
-Every problem of a file is reported at once, as file:line:col: key.path: message.
+Every problem of a manifest is reported at once, persona pins and stacks together, as
+file:line:col: key.path: message. Warnings do not fail a manifest: an endpoint that is
+not configured, and two manifests that name one condition with different rosters
+(troupe run refuses them in one job).
 Pinned paths are relative to the artifact root: --artifact-root, $TROUPE_ARTIFACT_ROOT,
 artifact_root in the config file, or else the manifest's own folder. A path
 "troupe:NAME" is one of troupe's built-in personas (troupe personas list).
@@ -48,7 +56,7 @@ Exit status: 0 when every manifest is valid, 1 when any is not, 2 for a usage er
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the results as JSON")
-	cmd.Flags().BoolVar(&opts.skipPins, "skip-pins", false, "check the schema only, not the pinned files")
+	cmd.Flags().BoolVar(&opts.skipPins, "skip-pins", false, "read no pinned file, neither a persona nor a stack's: check the schema, the rules and that each harness names a sound stack")
 	artifactRootFlag(cmd)
 	return cmd
 }
@@ -86,6 +94,7 @@ func runValidate(out io.Writer, opts validateOptions, artifactRoot string, cfg *
 		}
 		results = append(results, r)
 	}
+	warnConditionClashes(results)
 	if opts.json {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -121,14 +130,7 @@ func runValidate(out io.Writer, opts validateOptions, artifactRoot string, cfg *
 
 func validateOne(path string, opts validateOptions, artifactRoot string, cfg *config) validateResult {
 	r := validateResult{File: path, Errors: []problem{}, Warnings: []problem{}}
-	m, err := manifest.Load(path)
-	if err == nil && !opts.skipPins {
-		dir := artifactRoot
-		if dir == "" {
-			dir = manifest.DefaultDir(path)
-		}
-		_, err = m.Verify(manifest.Sources{Dir: dir, Builtin: personas.FS()})
-	}
+	m, _, err := checkManifest(path, artifactRoot, cfg, opts.skipPins)
 	if err != nil {
 		r.Errors = problems(path, err)
 		return r
@@ -138,16 +140,92 @@ func validateOne(path string, opts validateOptions, artifactRoot string, cfg *co
 	return r
 }
 
-// problems flattens an error into located problems.
-func problems(file string, err error) []problem {
-	if list := located.All(err); len(list) > 0 {
-		out := make([]problem, len(list))
-		for i, e := range list {
-			out[i] = problem{File: e.File, Line: e.Line, Col: e.Col, Path: e.Path, Message: e.Err.Error()}
+// warnConditionClashes warns of two valid manifests that name one
+// condition with different rosters: troupe run refuses them in one job.
+// They may still be run apart, so it is a warning.
+func warnConditionClashes(results []validateResult) {
+	first := map[string]*validateResult{}
+	for i := range results {
+		r := &results[i]
+		other, seen := first[r.Condition]
+		switch {
+		case !r.Valid:
+		case !seen:
+			first[r.Condition] = r
+		case other.Hash != r.Hash:
+			r.Warnings = append(r.Warnings, problem{File: r.File, Path: "condition", Message: fmt.Sprintf(
+				"condition %q is also %s's, with another roster: troupe run refuses the two in one job, as a condition names its trial folders", r.Condition, other.File)})
 		}
-		return out
 	}
-	return []problem{{File: file, Message: err.Error()}}
+}
+
+// checkManifest loads a manifest and checks it as troupe run does before
+// any container starts, and returns it with the condition a job runs: its
+// pinned files (prompt, persona, skills) against their digests; its
+// condition's name, which names trial folders; and the stacks it may run
+// (the config file's, stacks.yaml's beside it), each harness naming one
+// whose files match their digests. Every problem is returned at once,
+// joined: a stale persona does not hide a broken stack, nor a manifest
+// that does not load a broken stacks.yaml. skipPins reads no pinned file,
+// neither a persona nor a stack's; the condition's team is then nil.
+func checkManifest(path, artifactRoot string, cfg *config, skipPins bool) (*manifest.Manifest, job.Condition, error) {
+	m, err := manifest.Load(path)
+	stacks, serr := stacksFor(cfg, path)
+	if err != nil {
+		return nil, job.Condition{}, errors.Join(err, serr)
+	}
+	c := job.Condition{Path: path, Stacks: stacks}
+	errs := []error{job.CheckConditionName(m), serr}
+	if !skipPins {
+		dir := artifactRoot
+		if dir == "" {
+			dir = manifest.DefaultDir(path)
+		}
+		c.Team, err = m.Verify(manifest.Sources{Dir: dir, Builtin: personas.FS()})
+		errs = append(errs, err)
+	}
+	switch {
+	case serr != nil:
+	case skipPins:
+		errs = append(errs, job.ResolveStacks(m, stacks))
+	default:
+		errs = append(errs, job.CheckStacks(m, stacks))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, job.Condition{}, err
+	}
+	return m, c, nil
+}
+
+// problems flattens an error into its problems, in the order they were
+// joined: each located one where it is, and each other one (an error
+// holding no located problem, such as a stack's file that changed) as a
+// problem of file, whole.
+func problems(file string, err error) []problem {
+	var out []problem
+	var walk func(error)
+	walk = func(err error) {
+		if e, ok := err.(*located.Error); ok {
+			out = append(out, problem{File: e.File, Line: e.Line, Col: e.Col, Path: e.Path, Message: e.Err.Error()})
+			return
+		}
+		if err == nil {
+			return
+		}
+		if len(located.All(err)) == 0 {
+			out = append(out, problem{File: file, Message: err.Error()})
+			return
+		}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		walk(errors.Unwrap(err))
+	}
+	walk(err)
+	return out
 }
 
 // endpointWarnings names roster endpoints that troupe run could not reach:

@@ -54,13 +54,18 @@ type Spec struct {
 }
 
 // CheckStacks resolves the stack each roster entry's harness names and
-// checks its definition and files against their digests (stack.Verify),
-// each stack once: every problem (each file's its own), as located errors
+// checks its definition and files against their digests (stack.Verify)
+// and the programs it starts, the agent a bridge hosts among them
+// (stack.CheckPrograms), each stack once: every problem (each file's its own), as located errors
 // at the harness of the first entry that names the stack
 // (roster[i].harness).
 func CheckStacks(m *manifest.Manifest, stacks stack.Set) error {
 	return checkStacks(m, stacks, func(st *stack.Stack) error {
-		_, err := st.Verify()
+		files, err := st.Verify()
+		if err != nil {
+			return err
+		}
+		_, err = st.CheckPrograms(files)
 		return err
 	})
 }

@@ -2,17 +2,14 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/stack"
 )
 
@@ -163,34 +160,15 @@ func checkStack(w io.Writer, st *stack.Stack) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, f := range files {
-		if m := stack.ELFMachine(f.Data); m != "" && m != "EM_X86_64" {
-			errs = append(errs, fmt.Errorf("%s is an ELF program for %s: trial containers are linux/amd64 (x86-64)", f.Path, strings.TrimPrefix(m, "EM_")))
+	notes, err := st.CheckPrograms(files)
+	for _, n := range notes {
+		if n.Checked {
+			fmt.Fprintf(w, "ok    %s\n", n.Text)
+		} else {
+			fmt.Fprintf(w, "note  %s\n", n.Text)
 		}
 	}
-	cmd := st.Command[0]
-	switch {
-	case cmd == runtime.BinaryPath:
-		fmt.Fprintf(w, "ok    command: troupe's own binary, in every trial container\n")
-	case !path.IsAbs(cmd):
-		fmt.Fprintf(w, "note  command: %s is looked up in PATH: it must be in every task image the stack runs in\n", cmd)
-	default:
-		i := slices.IndexFunc(files, func(f runtime.File) bool { return f.Path == cmd })
-		switch {
-		case i >= 0 && files[i].Mode&0o111 == 0:
-			errs = append(errs, fmt.Errorf("command %s is uploaded without an execute bit (mode %04o): give the file mode \"0755\"", cmd, uint32(files[i].Mode.Perm())))
-		case i >= 0:
-			fmt.Fprintf(w, "ok    command: %s is uploaded\n", cmd)
-		case slices.ContainsFunc(files, func(f runtime.File) bool { return f.Mode.IsDir() && strings.HasPrefix(cmd, f.Path+"/") }):
-			errs = append(errs, fmt.Errorf("command %s is not in the upload, though its folder is", cmd))
-		case st.Install != nil:
-			fmt.Fprintf(w, "note  command: %s is not uploaded: the install script must put it there (or every task image have it)\n", cmd)
-		default:
-			fmt.Fprintf(w, "note  command: %s is not uploaded: it must be in every task image the stack runs in\n", cmd)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return fmt.Errorf("stack %s cannot run:\n%w", st.Name, err)
 	}
 	fmt.Fprintf(w, "ok    %d files match their digests; stack %s can run (%s)\n", len(st.Files), st.Name, st.Digest())

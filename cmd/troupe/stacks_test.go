@@ -8,11 +8,23 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/troupebench/troupe/stack"
 )
 
 func digest(data []byte) string {
 	s := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// folderDigest is what a stack pins for a folder.
+func folderDigest(t *testing.T, dir string) string {
+	t.Helper()
+	d, err := stack.HostDigest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // TestStacksCommands: list, show and check a stack defined in the config

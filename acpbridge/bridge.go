@@ -62,9 +62,7 @@ type Bridge struct {
 	sent    atomic.Int64 // messages the agent sent through the team tools
 	joined  bool         // the member is in the channel: it can report there
 
-	mu    sync.Mutex
-	queue []*nostr.Event
-	wake  chan struct{}
+	inbox *member.Inbox
 
 	// Of the turns goroutine alone.
 	seen     map[string]bool // channel messages the session has seen
@@ -73,7 +71,7 @@ type Bridge struct {
 
 // New prepares a bridge; it does no I/O.
 func New(cfg Config, log *slog.Logger) *Bridge {
-	b := &Bridge{cfg: cfg, log: log, wake: make(chan struct{}, 1), seen: map[string]bool{}}
+	b := &Bridge{cfg: cfg, log: log, inbox: member.NewInbox(), seen: map[string]bool{}}
 	b.member = member.New(cfg.Member, log)
 	b.member.OnMessage = b.receive
 	return b
@@ -207,15 +205,8 @@ func (b *Bridge) report(ctx context.Context, msg string) {
 
 // receive queues a turn when a channel message mentions this member.
 func (b *Bridge) receive(ev *nostr.Event) {
-	if !b.member.Mentions(ev) {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.queue = append(b.queue, ev)
-	select {
-	case b.wake <- struct{}{}:
-	default:
+	if b.member.Mentions(ev) {
+		b.inbox.Push(ev)
 	}
 }
 
@@ -224,24 +215,13 @@ func (b *Bridge) onSent(*nostr.Event) { b.sent.Add(1) }
 // turns takes queued mentions one at a time.
 func (b *Bridge) turns(ctx context.Context) {
 	for {
-		select {
-		case <-ctx.Done():
+		ev, ok := b.inbox.Next(ctx)
+		if !ok {
 			return
-		case <-b.wake:
 		}
-		for {
-			b.mu.Lock()
-			if len(b.queue) == 0 {
-				b.mu.Unlock()
-				break
-			}
-			ev := b.queue[0]
-			b.queue = b.queue[1:]
-			b.mu.Unlock()
-			b.turn(ctx, ev)
-			if ctx.Err() != nil || b.child.isGone() {
-				return
-			}
+		b.turn(ctx, ev)
+		if ctx.Err() != nil || b.child.isGone() {
+			return
 		}
 	}
 }
@@ -254,7 +234,7 @@ func (b *Bridge) turn(ctx context.Context, trigger *nostr.Event) {
 	b.log.Info("turn start", "from", from, "event", trigger.ID)
 	in := turnInput{
 		First: !b.prompted, System: b.cfg.System, Self: b.self, Team: b.team.Describe(),
-		Recent: unseen(b.member.History(), b.seen, trigger, b.self.Pubkey, b.team.Name),
+		Recent: teamtools.Unseen(b.member.History(), b.seen, trigger, b.self.Pubkey, b.team.Name),
 		From:   from, Message: trigger.Content, TimeLeft: time.Until(b.cfg.Deadline), Workdir: b.cfg.Workdir,
 	}
 	b.prompted = true

@@ -6,10 +6,7 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
-	"github.com/nbd-wtf/go-nostr"
-	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/member"
-	"github.com/troupebench/troupe/teamtools"
 )
 
 // turnInput is what one turn's prompt is made of.
@@ -56,30 +53,6 @@ Each message that mentions you reaches you as a prompt like this one. The MCP se
 roles, or "user"; only mentioned teammates are woken), read_channel (recent messages) and
 list_team. If you end your turn without sending a message, your final answer is posted to
 whoever wrote to you.`
-
-// unseen returns the channel's messages the session has not seen yet, as
-// lines "id (role): text", at most teamtools.RecentShown of the newest, and marks
-// every message of history seen. The trigger and the agent's own messages
-// are left out: the first comes last in the prompt, the session holds the
-// second.
-func unseen(history []*nostr.Event, seen map[string]bool, trigger *nostr.Event, self string, name func(pk string) string) []string {
-	var lines []string
-	for _, ev := range history {
-		if seen[ev.ID] {
-			continue
-		}
-		seen[ev.ID] = true
-		if ev.ID == trigger.ID || ev.PubKey == self {
-			continue
-		}
-		lines = append(lines, fmt.Sprintf("%s: %s", name(ev.PubKey), clip.Head(ev.Content, 2000)))
-	}
-	seen[trigger.ID] = true
-	if len(lines) > teamtools.RecentShown {
-		lines = lines[len(lines)-teamtools.RecentShown:]
-	}
-	return lines
-}
 
 // answerFor is "respond to anyone": when a turn ended and the agent sent
 // no message of its own, its final text goes to whoever mentioned it. A

@@ -38,15 +38,13 @@ type Agent struct {
 	// the user when this agent is the orchestrator.
 	reportTo string
 
-	mu    sync.Mutex
-	queue []*nostr.Event
-	wake  chan struct{}
-	idle  bool // set after an unrecoverable failure: no more turns
+	// inbox is closed after an unrecoverable failure: no more turns.
+	inbox *member.Inbox
 }
 
 // New prepares an agent from its configuration; Run starts it.
 func New(cfg Config, log *slog.Logger) *Agent {
-	a := &Agent{cfg: cfg, log: log, wake: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, log: log, inbox: member.NewInbox()}
 	a.member = member.New(member.Config{RelayURL: cfg.RelayURL, Channel: cfg.Channel, SecretKey: cfg.SecretKey, PublicKey: cfg.PublicKey, AgentID: cfg.AgentID}, log)
 	a.member.OnMessage = a.receive
 	a.llm = &llmClient{base: cfg.LLMBaseURL, token: cfg.LLMToken, model: cfg.Model, gen: cfg.Generation, http: &http.Client{}}
@@ -87,39 +85,21 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // receive queues a turn when a channel message mentions this agent.
 func (a *Agent) receive(ev *nostr.Event) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.idle || !a.member.Mentions(ev) {
-		return
-	}
-	a.queue = append(a.queue, ev)
-	select {
-	case a.wake <- struct{}{}:
-	default:
+	if a.member.Mentions(ev) {
+		a.inbox.Push(ev)
 	}
 }
 
 // turns takes queued mentions one at a time.
 func (a *Agent) turns(ctx context.Context) {
 	for {
-		select {
-		case <-ctx.Done():
+		ev, ok := a.inbox.Next(ctx)
+		if !ok {
 			return
-		case <-a.wake:
 		}
-		for {
-			a.mu.Lock()
-			if len(a.queue) == 0 || a.idle {
-				a.mu.Unlock()
-				break
-			}
-			ev := a.queue[0]
-			a.queue = a.queue[1:]
-			a.mu.Unlock()
-			a.turn(ctx, ev)
-			if ctx.Err() != nil {
-				return
-			}
+		a.turn(ctx, ev)
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -263,10 +243,7 @@ func (a *Agent) fail(ctx context.Context, err error) {
 		// The trial is over: nobody is left to tell, and a message now
 		// would only race the sweep into the transcript.
 		a.log.Info("the trial has ended: no more model calls", "err", err.Error())
-		a.mu.Lock()
-		a.idle = true
-		a.queue = nil
-		a.mu.Unlock()
+		a.inbox.Close()
 		return
 	}
 	what := "my model call failed"
@@ -274,10 +251,7 @@ func (a *Agent) fail(ctx context.Context, err error) {
 		what = "my budget is exhausted"
 	}
 	a.log.Error("giving up", "err", err.Error())
-	a.mu.Lock()
-	a.idle = true
-	a.queue = nil
-	a.mu.Unlock()
+	a.inbox.Close()
 	to := a.reportTo
 	msg := fmt.Sprintf("@%s I cannot continue: %s (%v). I will stay idle.", to, what, err)
 	if serr := a.send(context.WithoutCancel(ctx), msg, []string{to}); serr != nil {

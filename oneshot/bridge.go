@@ -50,9 +50,7 @@ type Bridge struct {
 	self   member.Participant
 	sent   atomic.Int64 // messages the agent sent through the team tools
 
-	mu    sync.Mutex
-	queue []*nostr.Event
-	wake  chan struct{}
+	inbox *member.Inbox
 
 	// Of the turns goroutine alone.
 	private   string // the bridge's private folder: prompt files, the MCP config
@@ -66,7 +64,7 @@ type Bridge struct {
 
 // New prepares a bridge; it does no I/O.
 func New(cfg Config, log *slog.Logger) *Bridge {
-	b := &Bridge{cfg: cfg, log: log, wake: make(chan struct{}, 1), seen: map[string]bool{}}
+	b := &Bridge{cfg: cfg, log: log, inbox: member.NewInbox(), seen: map[string]bool{}}
 	b.member = member.New(cfg.Member, log)
 	b.member.OnMessage = b.receive
 	return b
@@ -211,15 +209,8 @@ func shellQuote(s string) string {
 
 // receive queues a turn when a channel message mentions this member.
 func (b *Bridge) receive(ev *nostr.Event) {
-	if !b.member.Mentions(ev) {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.queue = append(b.queue, ev)
-	select {
-	case b.wake <- struct{}{}:
-	default:
+	if b.member.Mentions(ev) {
+		b.inbox.Push(ev)
 	}
 }
 
@@ -229,26 +220,15 @@ func (b *Bridge) onSent(*nostr.Event) { b.sent.Add(1) }
 // the error that ends the member: a first run that failed.
 func (b *Bridge) turns(ctx context.Context) error {
 	for {
-		select {
-		case <-ctx.Done():
+		ev, ok := b.inbox.Next(ctx)
+		if !ok {
 			return nil
-		case <-b.wake:
 		}
-		for {
-			b.mu.Lock()
-			if len(b.queue) == 0 {
-				b.mu.Unlock()
-				break
-			}
-			ev := b.queue[0]
-			b.queue = b.queue[1:]
-			b.mu.Unlock()
-			if err := b.turn(ctx, ev); err != nil {
-				return err
-			}
-			if ctx.Err() != nil {
-				return nil
-			}
+		if err := b.turn(ctx, ev); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
 		}
 	}
 }
@@ -270,7 +250,7 @@ func (b *Bridge) turn(ctx context.Context, trigger *nostr.Event) error {
 		in.System = b.cfg.System
 	}
 	if len(b.tmpl.resume) > 0 {
-		in.Context, in.Recent = unseenHeading, unseen(b.member.History(), b.seen, trigger, b.self.Pubkey, b.team.Name)
+		in.Context, in.Recent = unseenHeading, teamtools.Unseen(b.member.History(), b.seen, trigger, b.self.Pubkey, b.team.Name)
 	} else {
 		in.Context, in.Recent = recentHeading, recent(b.member.History(), b.cfg.Flags.History, trigger, b.self.Pubkey, b.team.Name)
 	}

@@ -3,11 +3,11 @@ package oneshot
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
-	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/member"
 	"github.com/troupebench/troupe/teamtools"
 )
@@ -77,26 +77,6 @@ const (
 	recentHeading = "Recent messages in the channel, oldest first:"
 )
 
-// unseen returns the channel's messages the agent's session has not seen,
-// at most teamtools.RecentShown of the newest, and marks every message of
-// history seen. The trigger and the member's own messages are left out:
-// the first comes last in the prompt, the session holds the second.
-func unseen(history []*nostr.Event, seen map[string]bool, trigger *nostr.Event, self string, name func(string) string) []string {
-	var lines []string
-	for _, ev := range history {
-		if seen[ev.ID] {
-			continue
-		}
-		seen[ev.ID] = true
-		if ev.ID == trigger.ID || ev.PubKey == self {
-			continue
-		}
-		lines = append(lines, line(ev, name))
-	}
-	seen[trigger.ID] = true
-	return lines[max(0, len(lines)-teamtools.RecentShown):]
-}
-
 // recent returns the channel's last n messages before the trigger, the
 // member's own among them (an agent without a session remembers nothing).
 func recent(history []*nostr.Event, n int, trigger *nostr.Event, self string, name func(string) string) []string {
@@ -105,17 +85,13 @@ func recent(history []*nostr.Event, n int, trigger *nostr.Event, self string, na
 		if ev.ID == trigger.ID {
 			break
 		}
-		l := line(ev, name)
+		l := teamtools.Line(ev, name)
 		if ev.PubKey == self {
 			l = "you, " + l
 		}
 		lines = append(lines, l)
 	}
 	return lines[max(0, len(lines)-n):]
-}
-
-func line(ev *nostr.Event, name func(string) string) string {
-	return fmt.Sprintf("%s: %s", name(ev.PubKey), clip.Head(ev.Content, 2000))
 }
 
 // mentionRE finds "@name" in an answer: a teammate's id or role.
@@ -128,18 +104,9 @@ func mentionsIn(text string, team *member.Team) []string {
 	var out []string
 	for _, m := range mentionRE.FindAllStringSubmatch(text, -1) {
 		name := strings.TrimRight(m[1], ".-")
-		if _, err := team.ResolveMentions([]string{name}); err == nil && !contains(out, name) {
+		if _, err := team.ResolveMentions([]string{name}); err == nil && !slices.ContainsFunc(out, func(s string) bool { return strings.EqualFold(s, name) }) {
 			out = append(out, name)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }

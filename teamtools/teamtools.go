@@ -8,6 +8,8 @@
 // serves the host's uid alone (SO_PEERCRED): teammates, who run as other
 // uids in the same container, cannot reach another member's tools, and no
 // secret is needed, which an HTTP server on the shared loopback would need.
+// It also says how a hosted agent is shown the channel (Line, Unseen), the
+// same in read_channel and in both bridges' prompts.
 package teamtools
 
 import (
@@ -106,7 +108,7 @@ func newTeamTools(ch Channel, version string, onSent func(*nostr.Event), strange
 			team := ch.Team()
 			var lines []string
 			for _, ev := range history {
-				lines = append(lines, fmt.Sprintf("%s: %s", team.Name(ev.PubKey), clip.Head(ev.Content, 2000)))
+				lines = append(lines, Line(ev, team.Name))
 			}
 			log.Info("mcp tool call", "tool", "read_channel", "messages", len(lines))
 			if len(lines) == 0 {
@@ -132,6 +134,33 @@ func newTeamTools(ch Channel, version string, onSent func(*nostr.Event), strange
 			return text(strings.Join(lines, "\n")), nil, nil
 		})
 	return s
+}
+
+// Line is a channel message as a hosted agent is shown it, by read_channel
+// and in a prompt: "id (role): text", the text's first 2000 characters.
+func Line(ev *nostr.Event, name func(pk string) string) string {
+	return fmt.Sprintf("%s: %s", name(ev.PubKey), clip.Head(ev.Content, 2000))
+}
+
+// Unseen returns the channel's messages an agent's session has not seen
+// yet, as Lines, at most RecentShown of the newest, and marks every
+// message of history seen. The trigger and the member's own messages are
+// left out: the first comes last in the prompt, the session holds the
+// second.
+func Unseen(history []*nostr.Event, seen map[string]bool, trigger *nostr.Event, self string, name func(pk string) string) []string {
+	var lines []string
+	for _, ev := range history {
+		if seen[ev.ID] {
+			continue
+		}
+		seen[ev.ID] = true
+		if ev.ID == trigger.ID || ev.PubKey == self {
+			continue
+		}
+		lines = append(lines, Line(ev, name))
+	}
+	seen[trigger.ID] = true
+	return lines[max(0, len(lines)-RecentShown):]
 }
 
 func text(s string) *mcp.CallToolResult {

@@ -306,3 +306,25 @@ func TestToolsServeOnceJoined(t *testing.T) {
 		t.Errorf("after Joined: %q %v", out, failed)
 	}
 }
+
+func TestUnseen(t *testing.T) {
+	ev := func(id, pk, content string) *nostr.Event { return &nostr.Event{ID: id, PubKey: pk, Content: content} }
+	name := func(pk string) string { return pk + " (r)" }
+	var history []*nostr.Event
+	for i := range 50 {
+		history = append(history, ev("e"+string(rune('A'+i)), "u", "m"+string(rune('A'+i))))
+	}
+	history = append(history, ev("mine", "me", "my own"), ev("trig", "u", "the mention"))
+	seen := map[string]bool{}
+	got := Unseen(history, seen, history[len(history)-1], "me", name)
+	if len(got) != RecentShown || got[0] != "u (r): m"+string(rune('A'+10)) || got[len(got)-1] != "u (r): m"+string(rune('A'+49)) {
+		t.Errorf("first: %d lines, %q … %q", len(got), got[0], got[len(got)-1])
+	}
+	if len(seen) != len(history) {
+		t.Errorf("%d marked seen, want all %d", len(seen), len(history))
+	}
+	history = append(history, ev("new", "w", "news"), ev("trig2", "u", "again"))
+	if got := Unseen(history, seen, history[len(history)-1], "me", name); !slices.Equal(got, []string{"w (r): news"}) {
+		t.Errorf("second: %q", got)
+	}
+}

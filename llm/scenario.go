@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -34,6 +33,7 @@ type Scenario struct {
 	Name        string
 	Description string
 	scripts     map[string][]scriptItem
+	order       []string // the script keys, as the file lists them
 }
 
 // scriptItem is a step, or a choice between branches of steps.
@@ -88,14 +88,8 @@ func seedFraction(scenario, trialName string, line int) float64 {
 	return float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53)
 }
 
-// Scripts lists the scenario's script keys, sorted, the wildcard last.
-func (sc *Scenario) Scripts() []string {
-	keys := slices.Sorted(maps.Keys(sc.scripts))
-	if i := slices.Index(keys, "*"); i >= 0 {
-		keys = append(slices.Delete(keys, i, i+1), "*")
-	}
-	return keys
-}
+// Scripts lists the scenario's script keys in the order of its file.
+func (sc *Scenario) Scripts() []string { return slices.Clone(sc.order) }
 
 // Step is one scripted answer.
 type Step struct {
@@ -190,6 +184,9 @@ func LoadScenario(name string, data []byte) (*Scenario, error) {
 		{Name: "description", Decode: func(n *yaml11.Node, p string) { sc.Description, _ = d.String(n, p) }},
 		{Name: "scripts", Required: true, Decode: func(n *yaml11.Node, p string) {
 			d.Map(n, p, func(key string, _, v *yaml11.Node, p string) {
+				if _, dup := sc.scripts[key]; !dup {
+					sc.order = append(sc.order, key)
+				}
 				sc.scripts[key] = parseItems(d, v, p)
 			})
 		}},
@@ -427,6 +424,16 @@ func parseArguments(d *yaml11.Decoder, n *yaml11.Node, path string) any {
 	return v
 }
 
+// Scenario is the scenario a mock endpoint plays, loaded as its trials
+// load it. The gateway must be open.
+func (g *Gateway) Scenario(endpoint string) (*Scenario, error) {
+	ep, ok := g.endpoint(endpoint)
+	if !ok || ep.API != Mock {
+		return nil, fmt.Errorf("llm: endpoint %q is no mock endpoint", endpoint)
+	}
+	return g.scenario(ep.Scenario)
+}
+
 // scenario loads a scenario by name: a built-in one (Gateway.Scenarios) or,
 // for a name with a slash or a .yaml suffix, a file (relative to
 // Gateway.ScenarioDir). Loaded scenarios are kept.
@@ -550,11 +557,8 @@ func (sc *Scenario) cursor(spec TrialSpec, a AgentSpec) *scriptCursor {
 			c.facts.Self = mate
 		}
 	}
-	for _, key := range []string{a.ID, instanceSuffix.ReplaceAllString(a.ID, ""), a.Role, "*"} {
-		if items, ok := sc.scripts[key]; ok && key != "" {
-			c.key, c.steps = key, resolve(items, sc.Name, cmp.Or(spec.Name, spec.ID))
-			break
-		}
+	if c.key = sc.ScriptOf(a.ID, a.Role); c.key != "" {
+		c.steps = resolve(sc.scripts[c.key], sc.Name, cmp.Or(spec.Name, spec.ID))
 	}
 	c.given, c.used = make([]int, len(c.steps)), make([]bool, len(c.steps))
 	for _, st := range c.steps {
@@ -563,6 +567,52 @@ func (sc *Scenario) cursor(spec TrialSpec, a AgentSpec) *scriptCursor {
 		}
 	}
 	return c
+}
+
+// ScriptOf is the key of the script an agent plays: its id's, its class
+// id's, its role's, or the wildcard's; "" when there is none.
+func (sc *Scenario) ScriptOf(id, role string) string {
+	for _, key := range []string{id, instanceSuffix.ReplaceAllString(id, ""), role, "*"} {
+		if _, ok := sc.scripts[key]; ok && key != "" {
+			return key
+		}
+	}
+	return ""
+}
+
+// Cast is a team that plays every script of the scenario, one agent
+// each, in the scenario's order, on the endpoint: what troupe gateway
+// serves to try a scenario by hand. A script keyed by a role or class id
+// (lead) is played by <key>-1 (lead-1, or the next number when that is
+// another script's key); one keyed by an agent id (worker-2) by that
+// agent, whose role is its class id; the wildcard by other-1. The first
+// is the orchestrator, as the first member of troupe relay's channel is.
+func (sc *Scenario) Cast(endpoint string) []AgentSpec {
+	var team []AgentSpec
+	for _, key := range sc.order {
+		if key == "" { // no agent plays it (ScriptOf)
+			continue
+		}
+		a := AgentSpec{ID: key, Role: instanceSuffix.ReplaceAllString(key, ""), Kind: "worker", Endpoint: endpoint}
+		if a.Role == key { // a role, a class id or the wildcard: an agent of it
+			if key == "*" {
+				a.Role = "other"
+				for n := 2; sc.scripts[a.Role] != nil; n++ {
+					a.Role = fmt.Sprintf("other%d", n)
+				}
+			}
+			for n := 1; ; n++ {
+				if a.ID = fmt.Sprintf("%s-%d", a.Role, n); sc.ScriptOf(a.ID, a.Role) == key {
+					break
+				}
+			}
+		}
+		if len(team) == 0 {
+			a.Kind = "orchestrator"
+		}
+		team = append(team, a)
+	}
+	return team
 }
 
 // errScript is a loud mock failure: the script does not cover the call.

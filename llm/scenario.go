@@ -424,9 +424,9 @@ func parseArguments(d *yaml11.Decoder, n *yaml11.Node, path string) any {
 	return v
 }
 
-// Scenario is the scenario a mock endpoint plays, loaded as its trials
+// ScenarioOf is the scenario a mock endpoint plays, loaded as its trials
 // load it. The gateway must be open.
-func (g *Gateway) Scenario(endpoint string) (*Scenario, error) {
+func (g *Gateway) ScenarioOf(endpoint string) (*Scenario, error) {
 	ep, ok := g.endpoint(endpoint)
 	if !ok || ep.API != Mock {
 		return nil, fmt.Errorf("llm: endpoint %q is no mock endpoint", endpoint)
@@ -573,11 +573,17 @@ func (sc *Scenario) cursor(spec TrialSpec, a AgentSpec) *scriptCursor {
 // id's, its role's, or the wildcard's; "" when there is none.
 func (sc *Scenario) ScriptOf(id, role string) string {
 	for _, key := range []string{id, instanceSuffix.ReplaceAllString(id, ""), role, "*"} {
-		if _, ok := sc.scripts[key]; ok && key != "" {
+		if key != "" && sc.has(key) {
 			return key
 		}
 	}
 	return ""
+}
+
+// has says whether the scenario has a script of that key.
+func (sc *Scenario) has(key string) bool {
+	_, ok := sc.scripts[key]
+	return ok
 }
 
 // Cast is a team that plays every script of the scenario, one agent
@@ -597,7 +603,7 @@ func (sc *Scenario) Cast(endpoint string) []AgentSpec {
 		if a.Role == key { // a role, a class id or the wildcard: an agent of it
 			if key == "*" {
 				a.Role = "other"
-				for n := 2; sc.scripts[a.Role] != nil; n++ {
+				for n := 2; sc.has(a.Role); n++ {
 					a.Role = fmt.Sprintf("other%d", n)
 				}
 			}

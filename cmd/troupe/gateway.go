@@ -145,12 +145,13 @@ func devTrials(g *llm.Gateway, endpoints llm.Endpoints, out io.Writer) ([]devTri
 	}
 	builtIn, _ := fs.Glob(examples.Scenarios(), "*.yaml")
 	for _, file := range builtIn {
-		if name := llm.MockPrefix + strings.TrimSuffix(file, ".yaml"); endpoints[name].API == "" {
+		name := llm.MockPrefix + strings.TrimSuffix(file, ".yaml")
+		if _, configured := endpoints[name]; !configured {
 			mocks = append(mocks, name)
 		}
 	}
 	for _, endpoint := range mocks {
-		sc, err := g.Scenario(endpoint)
+		sc, err := g.ScenarioOf(endpoint)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", endpoint, err)
 		}

@@ -1,6 +1,10 @@
 package atif
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/troupebench/troupe/modelcall"
+)
 
 // SchemaVersion is the ATIF version troupe writes.
 const SchemaVersion = "ATIF-v1.7"
@@ -84,7 +88,7 @@ type Metrics struct {
 	PromptTokens     *int64         `json:"prompt_tokens,omitempty"`
 	CompletionTokens *int64         `json:"completion_tokens,omitempty"`
 	CachedTokens     *int64         `json:"cached_tokens,omitempty"`
-	CostUSD          *float64       `json:"cost_usd,omitempty"`
+	CostUSD          *modelcall.USD `json:"cost_usd,omitempty"`
 	Extra            map[string]any `json:"extra,omitempty"`
 }
 
@@ -93,7 +97,7 @@ type FinalMetrics struct {
 	TotalPromptTokens     *int64         `json:"total_prompt_tokens,omitempty"`
 	TotalCompletionTokens *int64         `json:"total_completion_tokens,omitempty"`
 	TotalCachedTokens     *int64         `json:"total_cached_tokens,omitempty"`
-	TotalCostUSD          *float64       `json:"total_cost_usd,omitempty"`
+	TotalCostUSD          *modelcall.USD `json:"total_cost_usd,omitempty"`
 	TotalSteps            *int           `json:"total_steps,omitempty"`
 	Extra                 map[string]any `json:"extra,omitempty"`
 }

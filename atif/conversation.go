@@ -220,7 +220,7 @@ func (b *builder) agentStep(c modelcall.Call, meter func(modelcall.Call) (modelc
 	}
 	s.Extra = x
 	if r, ok := lookup(meter, c); ok {
-		m := &Metrics{PromptTokens: ptr(r.InputTokens), CompletionTokens: ptr(r.OutputTokens), CachedTokens: ptr(r.CachedTokens), CostUSD: ptr(r.CostUSD)}
+		m := &Metrics{PromptTokens: ptr(r.InputTokens), CompletionTokens: ptr(r.OutputTokens), CachedTokens: ptr(r.CachedTokens), CostUSD: ptr(modelcall.USD(r.CostUSD))}
 		mx := map[string]any{"latency_ms": r.LatencyMS}
 		if r.CachedSource != "" {
 			mx["cached_source"] = r.CachedSource
@@ -274,7 +274,7 @@ func stamp(t time.Time) string {
 // when known.
 func finalMetrics(steps []Step, usage *modelcall.Totals, calls int) *FinalMetrics {
 	var prompt, completion, cached int64
-	var cost float64
+	var cost modelcall.USD
 	costKnown := false
 	for _, s := range steps {
 		if m := s.Metrics; m != nil {

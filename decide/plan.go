@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // Scope is what a plan's difference is about, which decides whether the
@@ -234,7 +236,7 @@ func PlanRounds(v Variance, g Goal) (Design, error) {
 // PerTrial is what one scored trial of a condition costs, as a pilot
 // measured it.
 type PerTrial struct {
-	CostUSD float64       `json:"cost_usd"`
+	CostUSD modelcall.USD `json:"cost_usd"`
 	Wall    time.Duration `json:"wall_ns"`
 }
 
@@ -242,13 +244,13 @@ type PerTrial struct {
 // (divide by the job's concurrency for the time it takes).
 type Spend struct {
 	Trials  int           `json:"trials"`
-	CostUSD float64       `json:"cost_usd"`
+	CostUSD modelcall.USD `json:"cost_usd"`
 	Wall    time.Duration `json:"trial_time_ns"`
 }
 
 // Spend is what n trials cost at these figures.
 func (p PerTrial) Spend(n int) Spend {
-	return Spend{Trials: n, CostUSD: float64(n) * p.CostUSD, Wall: time.Duration(n) * p.Wall}
+	return Spend{Trials: n, CostUSD: modelcall.USD(n) * p.CostUSD, Wall: time.Duration(n) * p.Wall}
 }
 
 // Plus is both spends together.

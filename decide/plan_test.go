@@ -254,7 +254,7 @@ func TestPlanFromAPilot(t *testing.T) {
 func TestSpend(t *testing.T) {
 	p := PerTrial{CostUSD: 0.25, Wall: 90 * time.Second}
 	s := p.Spend(40).Plus(PerTrial{CostUSD: 0.1, Wall: time.Minute}.Spend(40))
-	if s.Trials != 80 || !near(s.CostUSD, 14, 1e-9) || s.Wall != 100*time.Minute {
+	if s.Trials != 80 || !near(float64(s.CostUSD), 14, 1e-9) || s.Wall != 100*time.Minute {
 		t.Errorf("%+v", s)
 	}
 }

@@ -3,8 +3,11 @@ package job
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -335,6 +338,32 @@ func TestJobCountsWhatRetriedRunsSpent(t *testing.T) {
 	}
 	if got.Trials != 1 || got.Passed != 1 || got.UnscoredInfra != 0 || j.res.Trials[p.Name] != outcome.Passed {
 		t.Errorf("the redone run's outcome was counted: %+v", got)
+	}
+}
+
+// TestJobResultWritesMoneyToTheMicroDollar: the job's totals add trials'
+// costs up, float noise and all (seven trials of $0.0034 make
+// 0.023799999999999998); its result.json writes them to the micro-dollar.
+func TestJobResultWritesMoneyToTheMicroDollar(t *testing.T) {
+	c := cond(t, "../examples/manifests/solo.yaml")
+	name := c.Team.Manifest.Condition
+	j := &runner{plan: &Plan{Dir: t.TempDir()}, log: slog.New(slog.DiscardHandler),
+		res: &Result{Conditions: map[string]*ConditionStats{name: {}}, Trials: map[string]outcome.Outcome{}}}
+	for i := range 7 {
+		p := &PlanTrial{Name: fmt.Sprintf("t__%s__%d", name, i+1), Condition: name, cond: c}
+		j.count(p, &trialdir.TrialResult{Outcome: outcome.Passed, AgentResult: trialdir.AgentResult{CostUSD: 0.0034}})
+	}
+	if j.res.Stats.CostUSD == 0.0238 {
+		t.Fatal("the sum has no noise to round: pick other costs")
+	}
+	j.write()
+	data, err := os.ReadFile(filepath.Join(j.plan.Dir, trialdir.JobResult))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := regexp.MustCompile(`"cost_usd":\s*([^,}\s]+)`).FindAllStringSubmatch(string(data), -1)
+	if len(got) != 2 || got[0][1] != "0.0238" || got[1][1] != "0.0238" {
+		t.Errorf("the job's amounts %v in %s, want 0.0238 twice (the stats' and the condition's)", got, data)
 	}
 }
 

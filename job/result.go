@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupebench/troupe/decide"
 	"github.com/troupebench/troupe/internal/atomicfile"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
@@ -23,21 +24,21 @@ type ConditionStats struct {
 	PassRate *float64 `json:"pass_rate"`
 	// CostUSD is what every run of the condition's trials spent, infra
 	// failures and runs redone after them included.
-	CostUSD float64 `json:"cost_usd"`
+	CostUSD modelcall.USD `json:"cost_usd"`
 }
 
 // Stats are the job's running totals.
 type Stats struct {
-	Completed    int     `json:"n_completed_trials"`
-	Errored      int     `json:"n_errored_trials"`
-	Running      int     `json:"n_running_trials"`
-	Pending      int     `json:"n_pending_trials"`
-	Cancelled    int     `json:"n_cancelled_trials"`
-	Retries      int     `json:"n_retries"`
-	InputTokens  int64   `json:"n_input_tokens"`
-	CachedTokens int64   `json:"n_cache_tokens"`
-	OutputTokens int64   `json:"n_output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
+	Completed    int           `json:"n_completed_trials"`
+	Errored      int           `json:"n_errored_trials"`
+	Running      int           `json:"n_running_trials"`
+	Pending      int           `json:"n_pending_trials"`
+	Cancelled    int           `json:"n_cancelled_trials"`
+	Retries      int           `json:"n_retries"`
+	InputTokens  int64         `json:"n_input_tokens"`
+	CachedTokens int64         `json:"n_cache_tokens"`
+	OutputTokens int64         `json:"n_output_tokens"`
+	CostUSD      modelcall.USD `json:"cost_usd"`
 }
 
 // Result is the job's result.json, rewritten as trials finish.

@@ -140,7 +140,7 @@ func (st *agentState) settle(r modelcall.Record) {
 		for _, l := range []budgetLimit{
 			intLimit("max_input_tokens", st.totals.InputTokens, b.MaxInputTokens),
 			intLimit("max_output_tokens", st.totals.OutputTokens, b.MaxOutputTokens),
-			floatLimit("max_cost_usd", st.totals.CostUSD, b.MaxCostUSD),
+			floatLimit("max_cost_usd", float64(st.totals.CostUSD), b.MaxCostUSD),
 		} {
 			if l.set && l.spent >= l.max {
 				st.spend(Exhaustion{Agent: st.spec.ID, Budget: l.name, Spent: l.spent, Limit: l.max})
@@ -148,8 +148,8 @@ func (st *agentState) settle(r modelcall.Record) {
 			}
 		}
 	}
-	if max := t.spec.MaxCostUSD; t.exhausted == nil && max != nil && t.total.CostUSD >= *max {
-		e := Exhaustion{Budget: "max_cost_usd", Spent: t.total.CostUSD, Limit: *max}
+	if max := t.spec.MaxCostUSD; t.exhausted == nil && max != nil && float64(t.total.CostUSD) >= *max {
+		e := Exhaustion{Budget: "max_cost_usd", Spent: float64(t.total.CostUSD), Limit: *max}
 		t.exhausted = &e
 		t.report(e)
 		t.freezeFor(e)

@@ -26,7 +26,9 @@
 // and admits it against the budgets (budget.go) or refuses it; after it,
 // finish meters and records it, and a trial's freeze (freeze.go) says
 // which calls are still its own. Endpoints with api: mock are served by an
-// in-process RoundTripper that plays a Scenario; Faults inject statuses,
+// in-process RoundTripper that plays a Scenario: each call takes the step
+// whose When chooses it (a side call, by its system prompt or last user
+// message) or else the script's next step in order; Faults inject statuses,
 // delays, cut streams and hangs in front of any endpoint.
 //
 // Every call has a context of its own, which outlives its agent hanging up

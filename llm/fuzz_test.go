@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 func FuzzLoadScenario(f *testing.F) {
@@ -21,9 +22,20 @@ func FuzzLoadScenario(f *testing.F) {
 	f.Add([]byte("scripts: {'*': [{reply: '{{ .Nope }}'}]}"))
 	f.Add([]byte("scripts: {a: [{reply: x, usage: {output_tokens: 1, reasoning_tokens: 2}}]}"))
 	f.Add([]byte("scripts: {a: [{choose: [{weight: 0.7, steps: [{reply: x}]}, {weight: 0.3, steps: [{choose: [{weight: 1, steps: [{reply: y}]}, {weight: 0, steps: [{hang: true}]}]}]}]}]}"))
+	f.Add([]byte(sideCallScenario))
+	f.Add([]byte("scripts: {a: [{when: {system: '(?i)title', last_user: '^x$'}, repeat: true, error: {status: 529, times: 2}, reply: t}, {reply: y}]}"))
+	f.Add([]byte("scripts: {a: [{when: {system: '(', last_user: 3}, repeat: yes, reply: t}, {repeat: true, reply: y}, {when: {}, reply: z}]}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, err := LoadScenario("fuzz.yaml", data)
+		sc, err := LoadScenario("fuzz.yaml", data)
 		if err == nil {
+			// Whatever loads plays: each script answers calls of every kind.
+			for _, key := range sc.Scripts() {
+				a := AgentSpec{ID: key}
+				c := sc.cursor(TrialSpec{ID: "t", Agents: []AgentSpec{a}}, a)
+				for _, p := range []modelcall.Prompt{{}, {System: "title", LastUser: "x", LastRole: "user"}, {LastRole: "tool", LastText: "x"}} {
+					c.take(p)
+				}
+			}
 			return
 		}
 		if e, ok := errors.AsType[*located.Error](err); ok && e.Line > 0 {

@@ -90,7 +90,7 @@ func TestOpenAIThroughGateway(t *testing.T) {
 		}
 	}
 	per, total := f.trial.Usage()
-	if per["a-1"].Calls != 2 || total.InputTokens != 2000 || math.Abs(total.CostUSD-2*wantCost) > 1e-12 {
+	if per["a-1"].Calls != 2 || total.InputTokens != 2000 || math.Abs(float64(total.CostUSD)-2*wantCost) > 1e-12 {
 		t.Errorf("totals %+v %+v", per, total)
 	}
 }

@@ -205,7 +205,7 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 		"an": {Name: "an", API: modelcall.Anthropic, BaseURL: up.srv.URL, APIKeyEnv: "TEST_AN_KEY", Model: "upstream-model-a"},
 	})
 	f.g.Getenv = func(k string) string { return map[string]string{"TEST_OA_KEY": realKey, "TEST_AN_KEY": realKey}[k] }
-	f.g.Scenarios = fstest.MapFS{"script.yaml": {Data: []byte(testScenario)}, "stuck.yaml": {Data: []byte(stuckScenario)}, "responses.yaml": {Data: []byte(responsesScenario)}}
+	f.g.Scenarios = fstest.MapFS{"script.yaml": {Data: []byte(testScenario)}, "stuck.yaml": {Data: []byte(stuckScenario)}, "responses.yaml": {Data: []byte(responsesScenario)}, "sidecalls.yaml": {Data: []byte(sideCallScenario)}}
 	f.g.Logger = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if err := f.g.Open(t.Context()); err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 		t.Cleanup(func() { file.Close() })
 		agents[i].Log = file
 	}
-	prices := map[string]manifest.Price{"oa": testPrice, "an": testPrice, "mock/script": testPrice, "mock/stuck": testPrice, "mock/responses": testPrice}
+	prices := map[string]manifest.Price{"oa": testPrice, "an": testPrice, "mock/script": testPrice, "mock/stuck": testPrice, "mock/responses": testPrice, "mock/sidecalls": testPrice}
 	trial, err := f.g.OpenTrial(TrialSpec{ID: "t1", Channel: "chan-1", UserPubkey: "uu", Agents: agents, Prices: prices})
 	if err != nil {
 		t.Fatal(err)

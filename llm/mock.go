@@ -40,7 +40,7 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b)),
 			ContentLength: int64(len(b)), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
 	}
-	step, err := cur.take(req.LastRole, req.LastText)
+	step, n, err := cur.take(req)
 	if es, ok := errors.AsType[*errScript](err); ok {
 		return mockError(r, c.api, http.StatusInternalServerError, es.code, es.msg, 0), nil
 	}
@@ -72,10 +72,10 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			args = map[string]any{}
 		}
 		raw, _ := json.Marshal(args)
-		calls = append(calls, renderedCall{id: fmt.Sprintf("call_%s_%d_%d", strings.ReplaceAll(cur.facts.Self.ID, "-", "_"), cur.calls, i), name: tc.Name, args: raw})
+		calls = append(calls, renderedCall{id: fmt.Sprintf("call_%s_%d_%d", strings.ReplaceAll(cur.facts.Self.ID, "-", "_"), n, i), name: tc.Name, args: raw})
 	}
 	out := mockAnswer{
-		id: fmt.Sprintf("mock-%s-%d", cur.facts.Self.ID, cur.calls), model: c.st.endpoint.Model, created: m.now().Unix(),
+		id: fmt.Sprintf("mock-%s-%d", cur.facts.Self.ID, n), model: c.st.endpoint.Model, created: m.now().Unix(),
 		text: reply, calls: calls, usage: estimateUsage(req, reply, calls, step.Usage),
 	}
 	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Request: r, ProtoMajor: 1, ProtoMinor: 1}

@@ -495,7 +495,7 @@ func (st *agentState) countReplay(c *call, cost float64) {
 		cur.counts.Replayed++
 	case c.live:
 		cur.counts.Live++
-		cur.counts.LiveCostUSD += cost
+		cur.counts.LiveCostUSD += modelcall.USD(cost)
 	case c.errClass == modelcall.ClassReplayDiverged:
 		cur.counts.Refused++
 	}

@@ -120,7 +120,7 @@ func TestResponsesUsage(t *testing.T) {
 		t.Errorf("the upstream was asked for model %q", f.up.model())
 	}
 	per, total := f.trial.Usage()
-	if per["o-1"].Calls != 2 || per["m-1"].Calls != 2 || total.OutputTokens != 800 || math.Abs(total.CostUSD-4*wantCost) > 1e-12 {
+	if per["o-1"].Calls != 2 || per["m-1"].Calls != 2 || total.OutputTokens != 800 || math.Abs(float64(total.CostUSD)-4*wantCost) > 1e-12 {
 		t.Errorf("totals %+v %+v", per, total)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,15 +22,18 @@ import (
 
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/internal/yaml11"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // Scenario scripts what mock models answer: for each agent (by agent id,
-// class id, role, or "*"), a list of steps, one consumed per call. It is
-// read from YAML (docs/mock-scenarios.md).
+// class id, role, or "*"), a list of steps, one consumed per call in
+// order, except the steps a When chooses calls for. It is read from YAML
+// (docs/mock-scenarios.md).
 type Scenario struct {
 	Name        string
 	Description string
 	scripts     map[string][]scriptItem
+	order       []string // the script keys, as the file lists them
 }
 
 // scriptItem is a step, or a choice between branches of steps.
@@ -86,20 +88,25 @@ func seedFraction(scenario, trialName string, line int) float64 {
 	return float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53)
 }
 
-// Scripts lists the scenario's script keys, sorted, the wildcard last.
-func (sc *Scenario) Scripts() []string {
-	keys := slices.Sorted(maps.Keys(sc.scripts))
-	if i := slices.Index(keys, "*"); i >= 0 {
-		keys = append(slices.Delete(keys, i, i+1), "*")
-	}
-	return keys
-}
+// Scripts lists the scenario's script keys in the order of its file.
+func (sc *Scenario) Scripts() []string { return slices.Clone(sc.order) }
 
 // Step is one scripted answer.
 type Step struct {
 	Name string
+	// When, when set, chooses the calls the step answers, whatever their
+	// place in the script: a call is answered by the first step whose When
+	// matches it and that is not used up, and by the next step in order
+	// (one without When) only when there is none. Nil: the step answers
+	// the call its place in the order gives it.
+	When *When
+	// Repeat keeps a step with When for every call it matches (a side
+	// call an agent makes again and again); without it the step answers
+	// one call, or its Error's Times.
+	Repeat bool
 	// Match, when set, must hold for the request's last message, or the
-	// mock answers with an error naming the step (never something plausible).
+	// mock answers with an error naming the step (never something
+	// plausible). It checks the call the step was given; it chooses none.
 	Match     *Match
 	Reply     *template.Template
 	ToolCalls []ToolCall
@@ -116,6 +123,23 @@ type Step struct {
 	Hang           bool
 
 	line int
+}
+
+// When chooses calls by what they ask: each pattern set (a regular
+// expression, RE2 syntax, found anywhere in its text unless anchored;
+// (?i) ignores case) must match. A side call an agent makes beside its
+// main one (a session title, a summary) is told apart by its system
+// prompt.
+type When struct {
+	// System is matched against the request's system prompt
+	// (modelcall.Prompt.System); LastUser against its last user message
+	// (modelcall.Prompt.LastUser). Nil matches any.
+	System, LastUser *regexp.Regexp
+}
+
+// matches reports whether a request's prompt is one the step answers.
+func (w *When) matches(p modelcall.Prompt) bool {
+	return (w.System == nil || w.System.MatchString(p.System)) && (w.LastUser == nil || w.LastUser.MatchString(p.LastUser))
 }
 
 // Match tests the last message of a request.
@@ -160,6 +184,9 @@ func LoadScenario(name string, data []byte) (*Scenario, error) {
 		{Name: "description", Decode: func(n *yaml11.Node, p string) { sc.Description, _ = d.String(n, p) }},
 		{Name: "scripts", Required: true, Decode: func(n *yaml11.Node, p string) {
 			d.Map(n, p, func(key string, _, v *yaml11.Node, p string) {
+				if _, dup := sc.scripts[key]; !dup {
+					sc.order = append(sc.order, key)
+				}
 				sc.scripts[key] = parseItems(d, v, p)
 			})
 		}},
@@ -239,6 +266,8 @@ func parseStep(d *yaml11.Decoder, n *yaml11.Node, path string) Step {
 	}
 	d.Struct(n, path, []yaml11.Field{
 		{Name: "name", Decode: func(n *yaml11.Node, p string) { st.Name, _ = d.String(n, p) }},
+		{Name: "when", Decode: func(n *yaml11.Node, p string) { st.When = parseWhen(d, n, p) }},
+		{Name: "repeat", Decode: func(n *yaml11.Node, p string) { st.Repeat, _ = d.Bool(n, p) }},
 		{Name: "match", Decode: func(n *yaml11.Node, p string) { st.Match = parseMatch(d, n, p) }},
 		{Name: "reply", Decode: func(n *yaml11.Node, p string) {
 			if s, ok := d.String(n, p); ok {
@@ -263,7 +292,37 @@ func parseStep(d *yaml11.Decoder, n *yaml11.Node, path string) Step {
 	if st.Reply == nil && len(st.ToolCalls) == 0 && st.Error == nil && !st.Hang && n.Kind == yaml11.Map {
 		d.Errorf(n, path, "a step needs a reply, tool_calls, an error or hang")
 	}
+	if r := n.Get("repeat"); st.Repeat && st.When == nil {
+		d.Errorf(r, yaml11.Key(path, "repeat"), "repeat needs when: a step in the order answers one call")
+	}
 	return st
+}
+
+// parseWhen reads a step's {system, last_user}: regular expressions.
+func parseWhen(d *yaml11.Decoder, n *yaml11.Node, path string) *When {
+	w := &When{}
+	pattern := func(dst **regexp.Regexp) func(n *yaml11.Node, p string) {
+		return func(n *yaml11.Node, p string) {
+			s, ok := d.String(n, p)
+			if !ok {
+				return
+			}
+			re, err := regexp.Compile(s)
+			if err != nil {
+				d.Errorf(n, p, "not a regular expression (Go's RE2 syntax): %v", err)
+				return
+			}
+			*dst = re
+		}
+	}
+	d.Struct(n, path, []yaml11.Field{
+		{Name: "system", Decode: pattern(&w.System)},
+		{Name: "last_user", Decode: pattern(&w.LastUser)},
+	}, nil)
+	if n.Kind == yaml11.Map && n.Get("system") == nil && n.Get("last_user") == nil {
+		d.Errorf(n, path, "when needs system or last_user (or both): a regular expression the call's system prompt or last user message must match")
+	}
+	return w
 }
 
 // parseMatch reads a step's {contains, role}.
@@ -363,6 +422,16 @@ func parseArguments(d *yaml11.Decoder, n *yaml11.Node, path string) any {
 	}
 	v, _ := d.Any(n, path)
 	return v
+}
+
+// ScenarioOf is the scenario a mock endpoint plays, loaded as its trials
+// load it. The gateway must be open.
+func (g *Gateway) ScenarioOf(endpoint string) (*Scenario, error) {
+	ep, ok := g.endpoint(endpoint)
+	if !ok || ep.API != Mock {
+		return nil, fmt.Errorf("llm: endpoint %q is no mock endpoint", endpoint)
+	}
+	return g.scenario(ep.Scenario)
 }
 
 // scenario loads a scenario by name: a built-in one (Gateway.Scenarios) or,
@@ -465,12 +534,14 @@ type scriptCursor struct {
 	scenario *Scenario
 	key      string // the script chosen, "" when there is none
 	steps    []Step // its steps, its choices made for the trial
+	inOrder  int    // how many of them have no When
 	facts    Facts
 
-	mu        sync.Mutex
-	next      int
-	errorUsed int
-	calls     int
+	mu    sync.Mutex
+	next  int   // where the next step in order is looked for
+	given []int // by step: the scripted errors it has answered
+	used  []bool
+	calls int
 }
 
 // cursor picks an agent's script: by agent id, class id, role, then "*".
@@ -486,13 +557,68 @@ func (sc *Scenario) cursor(spec TrialSpec, a AgentSpec) *scriptCursor {
 			c.facts.Self = mate
 		}
 	}
-	for _, key := range []string{a.ID, instanceSuffix.ReplaceAllString(a.ID, ""), a.Role, "*"} {
-		if items, ok := sc.scripts[key]; ok && key != "" {
-			c.key, c.steps = key, resolve(items, sc.Name, cmp.Or(spec.Name, spec.ID))
-			break
+	if c.key = sc.ScriptOf(a.ID, a.Role); c.key != "" {
+		c.steps = resolve(sc.scripts[c.key], sc.Name, cmp.Or(spec.Name, spec.ID))
+	}
+	c.given, c.used = make([]int, len(c.steps)), make([]bool, len(c.steps))
+	for _, st := range c.steps {
+		if st.When == nil {
+			c.inOrder++
 		}
 	}
 	return c
+}
+
+// ScriptOf is the key of the script an agent plays: its id's, its class
+// id's, its role's, or the wildcard's; "" when there is none.
+func (sc *Scenario) ScriptOf(id, role string) string {
+	for _, key := range []string{id, instanceSuffix.ReplaceAllString(id, ""), role, "*"} {
+		if key != "" && sc.has(key) {
+			return key
+		}
+	}
+	return ""
+}
+
+// has says whether the scenario has a script of that key.
+func (sc *Scenario) has(key string) bool {
+	_, ok := sc.scripts[key]
+	return ok
+}
+
+// Cast is a team that plays every script of the scenario, one agent
+// each, in the scenario's order, on the endpoint: what troupe gateway
+// serves to try a scenario by hand. A script keyed by a role or class id
+// (lead) is played by <key>-1 (lead-1, or the next number when that is
+// another script's key); one keyed by an agent id (worker-2) by that
+// agent, whose role is its class id; the wildcard by other-1. The first
+// is the orchestrator, as the first member of troupe relay's channel is.
+func (sc *Scenario) Cast(endpoint string) []AgentSpec {
+	var team []AgentSpec
+	for _, key := range sc.order {
+		if key == "" { // no agent plays it (ScriptOf)
+			continue
+		}
+		a := AgentSpec{ID: key, Role: instanceSuffix.ReplaceAllString(key, ""), Kind: "worker", Endpoint: endpoint}
+		if a.Role == key { // a role, a class id or the wildcard: an agent of it
+			if key == "*" {
+				a.Role = "other"
+				for n := 2; sc.has(a.Role); n++ {
+					a.Role = fmt.Sprintf("other%d", n)
+				}
+			}
+			for n := 1; ; n++ {
+				if a.ID = fmt.Sprintf("%s-%d", a.Role, n); sc.ScriptOf(a.ID, a.Role) == key {
+					break
+				}
+			}
+		}
+		if len(team) == 0 {
+			a.Kind = "orchestrator"
+		}
+		team = append(team, a)
+	}
+	return team
 }
 
 // errScript is a loud mock failure: the script does not cover the call.
@@ -502,33 +628,68 @@ type errScript struct {
 
 func (e *errScript) Error() string { return e.code + ": " + e.msg }
 
-// take returns the step for this call, or why there is none.
-func (c *scriptCursor) take(lastRole, lastText string) (Step, error) {
+// take returns the step for a call and the call's number (from 1), or
+// why there is no step.
+func (c *scriptCursor) take(p modelcall.Prompt) (Step, int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
+	n := c.calls
 	if c.key == "" {
-		return Step{}, &errScript{"mock_no_script", fmt.Sprintf("scenario %s has no script for agent %s (role %s); add one keyed by its id, class id, role or \"*\"", c.scenario.Name, c.facts.Self.ID, c.facts.Self.Role)}
+		return Step{}, n, &errScript{"mock_no_script", fmt.Sprintf("scenario %s has no script for agent %s (role %s); add one keyed by its id, class id, role or \"*\"", c.scenario.Name, c.facts.Self.ID, c.facts.Self.Role)}
 	}
-	steps := c.steps
-	if c.next >= len(steps) {
-		return Step{}, &errScript{"mock_script_exhausted", fmt.Sprintf("scenario %s, script %s: call %d of agent %s runs past the end of its %d steps", c.scenario.Name, c.key, c.calls, c.facts.Self.ID, len(steps))}
-	}
-	st := steps[c.next]
-	if m := st.Match; m != nil && ((m.Role != "" && m.Role != lastRole) || !strings.Contains(lastText, m.Contains)) {
-		return Step{}, &errScript{"mock_script_mismatch", fmt.Sprintf("scenario %s, script %s, step %d (line %d) expects the last message to be from %q and contain %q; agent %s's last message is from %q: %q",
-			c.scenario.Name, c.key, c.next+1, st.line, cmp.Or(m.Role, "anyone"), m.Contains, c.facts.Self.ID, lastRole, clip.Head(lastText, 200))}
-	}
-	if st.Error != nil && c.errorUsed < st.Error.Times {
-		c.errorUsed++
-		if c.errorUsed == st.Error.Times && st.Reply == nil && len(st.ToolCalls) == 0 {
-			c.next, c.errorUsed = c.next+1, 0
+	i := c.pick(p)
+	if i < 0 {
+		msg := fmt.Sprintf("scenario %s, script %s: call %d of agent %s runs past the end of its %d steps", c.scenario.Name, c.key, n, c.facts.Self.ID, c.inOrder)
+		if c.inOrder < len(c.steps) {
+			msg += fmt.Sprintf(" in order, and no step's when that is not used up matches it (system prompt %q, last user message %q)", clip.Head(p.System, 200), clip.Head(p.LastUser, 200))
 		}
-		return Step{Error: st.Error, line: st.line, Name: st.Name}, nil
+		return Step{}, n, &errScript{"mock_script_exhausted", msg}
 	}
-	c.next, c.errorUsed = c.next+1, 0
+	st := c.steps[i]
+	if m := st.Match; m != nil && ((m.Role != "" && m.Role != p.LastRole) || !strings.Contains(p.LastText, m.Contains)) {
+		return Step{}, n, &errScript{"mock_script_mismatch", fmt.Sprintf("scenario %s, script %s, step %d (line %d) expects the last message to be from %q and contain %q; agent %s's last message is from %q: %q",
+			c.scenario.Name, c.key, i+1, st.line, cmp.Or(m.Role, "anyone"), m.Contains, c.facts.Self.ID, p.LastRole, clip.Head(p.LastText, 200))}
+	}
+	if st.Error != nil && c.given[i] < st.Error.Times {
+		c.given[i]++
+		if c.given[i] == st.Error.Times && st.Reply == nil && len(st.ToolCalls) == 0 {
+			c.done(i, true) // errors are all it had to say
+		}
+		return Step{Error: st.Error, line: st.line, Name: st.Name}, n, nil
+	}
+	c.done(i, false)
 	st.Error = nil // its errors were given; now its answer
-	return st, nil
+	return st, n, nil
+}
+
+// pick is the index of the step that answers a call: the first step with
+// a When that matches it and is not used up, else the next step in order;
+// -1 when there is neither. c.mu is held.
+func (c *scriptCursor) pick(p modelcall.Prompt) int {
+	for i, st := range c.steps {
+		if st.When != nil && !c.used[i] && st.When.matches(p) {
+			return i
+		}
+	}
+	for ; c.next < len(c.steps); c.next++ {
+		if c.steps[c.next].When == nil {
+			return c.next
+		}
+	}
+	return -1
+}
+
+// done records that step i has answered: the order moves past a step in
+// order; a step with When is used up, unless it repeats and has an answer
+// left to give (last: its errors were all it had). c.mu is held.
+func (c *scriptCursor) done(i int, last bool) {
+	switch {
+	case c.steps[i].When == nil:
+		c.next = i + 1
+	case !c.steps[i].Repeat || last:
+		c.used[i] = true
+	}
 }
 
 // render executes a template against the facts.

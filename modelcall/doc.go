@@ -9,7 +9,9 @@
 // its one reader:
 //   - the metering line (agents/<id>/llm-calls.jsonl): a Record per call,
 //     written with Record.Line and read with ParseRecord or ReadRecords;
-//     Totals add them up;
+//     Totals add them up, their cost a USD: an amount that sums whole and
+//     is written (in every file and report that declares one) to the
+//     micro-dollar;
 //   - the conversation record (agents/<id>/llm-conversation.jsonl.gz):
 //     every call whole, request and answer, its large parts stored once as
 //     blocks named by their digest, tamper-evident; written a call at a

@@ -126,11 +126,11 @@ func ReadRecords(r io.Reader, fn func(Record)) error {
 
 // Totals adds up calls.
 type Totals struct {
-	Calls        int64   `json:"calls"`
-	InputTokens  int64   `json:"input_tokens"`
-	CachedTokens int64   `json:"cached_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
+	Calls        int64 `json:"calls"`
+	InputTokens  int64 `json:"input_tokens"`
+	CachedTokens int64 `json:"cached_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	CostUSD      USD   `json:"cost_usd"`
 }
 
 // Add adds another total: sums over agents, roles and trials.
@@ -148,5 +148,5 @@ func (t *Totals) AddUsage(r Record) {
 	t.InputTokens += r.InputTokens
 	t.CachedTokens += r.CachedTokens
 	t.OutputTokens += r.OutputTokens
-	t.CostUSD += r.CostUSD
+	t.CostUSD += USD(r.CostUSD)
 }

@@ -5,17 +5,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
-// Prompt is what a scripted model reads of a request: its last message,
-// to match a script's step, and the texts of its whole input, to estimate
-// its tokens.
+// Prompt is what a scripted model reads of a request: its system prompt
+// and last user message, to choose a script's step; its last message, to
+// check the step; and the texts of its whole input, to estimate its
+// tokens.
 type Prompt struct {
 	// LastRole is the last message's role: user, assistant, system (a
 	// developer message's too) or tool (a tool's result). LastText is its
 	// text.
 	LastRole, LastText string
+	// System is the system prompt: Anthropic's system, the Responses API's
+	// instructions, then the text of each system or developer message, a
+	// line each; "" when there is none.
+	System string
+	// LastUser is the text of the last message of the user's role (a
+	// tool's result is not one, in any format: an Anthropic user message
+	// that carries a tool_result is the tool's); "" when there is none.
+	LastUser string
 	// Texts are the input's texts: the system prompt's, then each
 	// message's (a Responses item's content, output, name and arguments).
 	Texts []string
@@ -41,21 +51,37 @@ func ReadPrompt(api API, body []byte) (Prompt, error) {
 		return Prompt{}, errors.New("the request has no messages")
 	}
 	p := Prompt{Texts: []string{flatText(req.System)}}
+	system := []string{p.Texts[0]}
 	for _, msg := range req.Messages {
-		p.Texts = append(p.Texts, flatText(msg.Content))
+		content := ParseContent(msg.Content)
+		text := content.Flat()
+		p.Texts = append(p.Texts, text)
+		role := msg.Role
+		if api == Anthropic && role == "user" && content.Has("tool_result") {
+			role = "tool"
+		}
+		switch role {
+		case "system", "developer":
+			system = append(system, text)
+		case "user":
+			p.LastUser = text
+		}
+		p.LastRole, p.LastText = role, text
 	}
-	last := req.Messages[len(req.Messages)-1]
-	p.LastRole, p.LastText = last.Role, flatText(last.Content)
-	if api == Anthropic && last.Role == "user" && ParseContent(last.Content).Has("tool_result") {
-		p.LastRole = "tool"
-	}
+	p.System = joinLines(system)
 	return p, nil
+}
+
+// joinLines joins the texts that are not empty, a line each.
+func joinLines(texts []string) string {
+	return strings.Join(slices.DeleteFunc(texts, func(s string) bool { return s == "" }), "\n")
 }
 
 // readResponsesPrompt is ReadPrompt for the Responses API: the last input
 // item's role and text (a function_call_output is the tool's; a developer
-// message is the system's), and the texts of the instructions and of
-// every item.
+// message is the system's), the instructions and system or developer
+// messages, the last user message, and the texts of the instructions and
+// of every item.
 func readResponsesPrompt(body []byte) (Prompt, error) {
 	var req struct {
 		Instructions json.RawMessage `json:"instructions"`
@@ -68,10 +94,10 @@ func readResponsesPrompt(body []byte) (Prompt, error) {
 	if len(input) == 0 || bytes.Equal(input, []byte("null")) {
 		return Prompt{}, errors.New("the request has no input")
 	}
-	p := Prompt{Texts: []string{flatText(req.Instructions)}}
+	p := Prompt{Texts: []string{flatText(req.Instructions)}, System: flatText(req.Instructions)}
 	var text string
 	if json.Unmarshal(input, &text) == nil {
-		p.LastRole, p.LastText = "user", text
+		p.LastRole, p.LastText, p.LastUser = "user", text, text
 		p.Texts = append(p.Texts, text)
 		return p, nil
 	}
@@ -89,9 +115,19 @@ func readResponsesPrompt(body []byte) (Prompt, error) {
 	if len(items) == 0 {
 		return Prompt{}, errors.New("the request has no input")
 	}
+	system := []string{p.System}
 	for _, it := range items {
-		p.Texts = append(p.Texts, flatText(it.Content), flatText(it.Output), flatText(it.Name), flatText(it.Arguments))
+		content := flatText(it.Content)
+		p.Texts = append(p.Texts, content, flatText(it.Output), flatText(it.Name), flatText(it.Arguments))
+		switch {
+		case strings.HasSuffix(it.Type, "_output"):
+		case it.Role == "system" || it.Role == "developer":
+			system = append(system, content)
+		case it.Role == "user":
+			p.LastUser = content
+		}
 	}
+	p.System = joinLines(system)
 	last := items[len(items)-1]
 	switch {
 	case strings.HasSuffix(last.Type, "_output"): // function_call_output, custom_tool_call_output, …

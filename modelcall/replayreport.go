@@ -69,7 +69,7 @@ type ReplayAgent struct {
 	Refused  int `json:"calls_refused"`
 	// LiveCostUSD is what the live calls cost; replayed calls are metered
 	// as recorded, so budgets act as they did, but cost nothing.
-	LiveCostUSD float64 `json:"live_cost_usd"`
+	LiveCostUSD USD `json:"live_cost_usd"`
 	// NotInRoster: the recording has calls of an agent the replay's
 	// roster lacks.
 	NotInRoster bool `json:"not_in_roster,omitempty"`

@@ -135,24 +135,34 @@ func TestMalformedParts(t *testing.T) {
 }
 
 // TestReadPrompt: what a scripted model reads: the last message's role
-// and text, and the input's texts; and why a request has no prompt.
+// and text, the system prompt and the last user message, and the input's
+// texts; and why a request has no prompt.
 func TestReadPrompt(t *testing.T) {
 	for _, tc := range []struct {
-		api           API
-		body          string
-		role, text    string
-		texts, errors string
+		api              API
+		body             string
+		role, text       string
+		system, lastUser string
+		texts, errors    string
 	}{
-		{OpenAI, `{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`, "user", "hi", `["" "s" "hi"]`, ""},
-		{Anthropic, `{"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"ok"}]}]}]}`, "tool", "ok", `["s" "ok"]`, ""},
-		{OpenAIResponses, `{"instructions":"s","input":"hi"}`, "user", "hi", `["s" "hi"]`, ""},
-		{OpenAIResponses, `{"input":[{"role":"developer","content":"d"}]}`, "system", "d", `["" "d" "" "" ""]`, ""},
-		{OpenAIResponses, `{"input":[{"type":"custom_tool_call_output","call_id":"c","output":"done"}]}`, "tool", "done", `["" "" "done" "" ""]`, ""},
-		{OpenAIResponses, `{"input":[{"type":"function_call","name":"shell","arguments":"{}"}]}`, "assistant", "", `["" "" "" "shell" "{}"]`, ""},
-		{OpenAI, `{"messages":[]}`, "", "", "[]", "the request has no messages"},
-		{OpenAIResponses, `{"input":null}`, "", "", "[]", "the request has no input"},
-		{OpenAIResponses, `{"input":{}}`, "", "", "[]", "the mock cannot read the request's input, neither text nor a list of items"},
-		{OpenAI, `{"messages":"x"}`, "", "", "[]", "the mock cannot read the request: "},
+		{OpenAI, `{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`, "user", "hi", "s", "hi", `["" "s" "hi"]`, ""},
+		{Anthropic, `{"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"ok"}]}]}]}`, "tool", "ok", "s", "", `["s" "ok"]`, ""},
+		{OpenAIResponses, `{"instructions":"s","input":"hi"}`, "user", "hi", "s", "hi", `["s" "hi"]`, ""},
+		{OpenAIResponses, `{"input":[{"role":"developer","content":"d"}]}`, "system", "d", "d", "", `["" "d" "" "" ""]`, ""},
+		{OpenAIResponses, `{"input":[{"type":"custom_tool_call_output","call_id":"c","output":"done"}]}`, "tool", "done", "", "", `["" "" "done" "" ""]`, ""},
+		{OpenAIResponses, `{"input":[{"type":"function_call","name":"shell","arguments":"{}"}]}`, "assistant", "", "", "", `["" "" "" "shell" "{}"]`, ""},
+		// The system prompt gathers every system and developer message;
+		// the last user message is the user's, not a tool's result.
+		{OpenAI, `{"messages":[{"role":"developer","content":"d"},{"role":"user","content":"task"},{"role":"system","content":[{"type":"text","text":"s"}]},{"role":"tool","tool_call_id":"c","content":"out"}]}`,
+			"tool", "out", "d\ns", "task", `["" "d" "task" "s" "out"]`, ""},
+		{Anthropic, `{"system":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"messages":[{"role":"user","content":"first"},{"role":"assistant","content":"x"},{"role":"user","content":[{"type":"text","text":"second"}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"r"},{"type":"text","text":"note"}]}]}`,
+			"tool", "r\nnote", "a\nb", "second", `["a\nb" "first" "x" "second" "r\nnote"]`, ""},
+		{OpenAIResponses, `{"instructions":"i","input":[{"role":"developer","content":"d"},{"role":"user","content":[{"type":"input_text","text":"task"}]},{"type":"function_call_output","call_id":"c","output":"out"}]}`,
+			"tool", "out", "i\nd", "task", `["i" "d" "" "" "" "task" "" "" "" "" "out" "" ""]`, ""},
+		{OpenAI, `{"messages":[]}`, "", "", "", "", "[]", "the request has no messages"},
+		{OpenAIResponses, `{"input":null}`, "", "", "", "", "[]", "the request has no input"},
+		{OpenAIResponses, `{"input":{}}`, "", "", "", "", "[]", "the mock cannot read the request's input, neither text nor a list of items"},
+		{OpenAI, `{"messages":"x"}`, "", "", "", "", "[]", "the mock cannot read the request: "},
 	} {
 		p, err := ReadPrompt(tc.api, []byte(tc.body))
 		if tc.errors != "" {
@@ -161,7 +171,7 @@ func TestReadPrompt(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || p.LastRole != tc.role || p.LastText != tc.text || fmt.Sprintf("%q", p.Texts) != tc.texts {
+		if err != nil || p.LastRole != tc.role || p.LastText != tc.text || p.System != tc.system || p.LastUser != tc.lastUser || fmt.Sprintf("%q", p.Texts) != tc.texts {
 			t.Errorf("%s: %+v %q %v", tc.body, p, p.Texts, err)
 		}
 	}

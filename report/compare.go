@@ -54,17 +54,17 @@ type Condition struct {
 	// divided by the passes (+Inf with none). CostPerTrialCI is a
 	// percentile bootstrap interval of the mean (BootstrapSeed,
 	// BootstrapResamples).
-	CostPerTrialMean   float64  `json:"cost_per_trial_mean_usd"`
-	CostPerTrialCI     Interval `json:"cost_per_trial_mean_ci95"`
-	CostPerTrialMedian float64  `json:"cost_per_trial_median_usd"`
-	CostPerSolved      float64  `json:"cost_per_solved_usd"`
+	CostPerTrialMean   modelcall.USD `json:"cost_per_trial_mean_usd"`
+	CostPerTrialCI     Interval      `json:"cost_per_trial_mean_ci95"`
+	CostPerTrialMedian modelcall.USD `json:"cost_per_trial_median_usd"`
+	CostPerSolved      modelcall.USD `json:"cost_per_solved_usd"`
 	// TotalCostUSD is what every trial spent, unscored ones included, and
 	// the runs a job redid (RedoneCostUSD): the real spend, shown even when
 	// nothing was scored. troupe run's totals are the same figure.
-	TotalCostUSD float64 `json:"total_cost_usd"`
+	TotalCostUSD modelcall.USD `json:"total_cost_usd"`
 	// RedoneCostUSD is what the runs a job redid after an infrastructure
 	// failure or an interruption (kept in .superseded/) cost.
-	RedoneCostUSD float64                     `json:"redone_cost_usd"`
+	RedoneCostUSD modelcall.USD               `json:"redone_cost_usd"`
 	ByRole        map[string]modelcall.Totals `json:"by_role"`
 	// Wall times are over the scored trials that have both times; walls
 	// counts those (none: null in JSON).
@@ -326,7 +326,7 @@ func summarize(name, key string, trials []*Trial) *Condition {
 		if !t.Outcome.Scored() {
 			continue
 		}
-		costs = append(costs, t.AgentResult.CostUSD)
+		costs = append(costs, float64(t.AgentResult.CostUSD))
 		reward := 0.0
 		if t.Reward != nil {
 			reward = *t.Reward
@@ -353,17 +353,17 @@ func summarize(name, key string, trials []*Trial) *Condition {
 	c.PassRateClustered = clustered(taskClusters(perTask), 0, 1)
 	c.PassRateHeadline = headline(c.PassRateClustered, c.PassRateCI, IntervalWilson, "scored attempts")
 	c.MeanReward = mean(rewards)
-	c.CostPerTrialMean = mean(costs)
-	c.CostPerTrialMedian = median(costs)
+	c.CostPerTrialMean = modelcall.USD(mean(costs))
+	c.CostPerTrialMedian = modelcall.USD(median(costs))
 	c.CostPerTrialCI = BootstrapMean(costs, BootstrapResamples, BootstrapSeed)
 	c.walls = len(walls)
 	if len(walls) > 0 {
 		c.WallMean = time.Duration(mean(walls))
 		c.WallMedian = time.Duration(median(walls))
 	}
-	c.CostPerSolved = math.Inf(1)
+	c.CostPerSolved = modelcall.USD(math.Inf(1))
 	if c.Passed > 0 {
-		c.CostPerSolved = sum(costs) / float64(c.Passed)
+		c.CostPerSolved = modelcall.USD(sum(costs) / float64(c.Passed))
 	}
 	c.PassAtK = passAtKOverTasks(perTask)
 	return c

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/troupebench/troupe/modelcall"
 )
 
 // The output formats of troupe compare.
@@ -74,6 +76,8 @@ func finite(v float64) any {
 // MarshalJSON writes as null the figures that do not exist: cost per
 // solved with no pass; pass rate, mean reward and costs per trial with
 // nothing scored; wall times with no scored trial that has both times.
+// Amounts are written to the micro-dollar (modelcall.USD), the cost's
+// interval too.
 func (c *Condition) MarshalJSON() ([]byte, error) {
 	type plain Condition
 	var wallMean, wallMedian any
@@ -85,12 +89,28 @@ func (c *Condition) MarshalJSON() ([]byte, error) {
 		PassRate           any `json:"pass_rate"`
 		MeanReward         any `json:"mean_reward"`
 		CostPerTrialMean   any `json:"cost_per_trial_mean_usd"`
+		CostPerTrialCI     any `json:"cost_per_trial_mean_ci95"`
 		CostPerTrialMedian any `json:"cost_per_trial_median_usd"`
 		CostPerSolved      any `json:"cost_per_solved_usd"`
 		WallMean           any `json:"wall_mean_ns"`
 		WallMedian         any `json:"wall_median_ns"`
-	}{(*plain)(c), finite(c.PassRate), finite(c.MeanReward), finite(c.CostPerTrialMean), finite(c.CostPerTrialMedian),
-		finite(c.CostPerSolved), wallMean, wallMedian})
+	}{(*plain)(c), finite(c.PassRate), finite(c.MeanReward), finiteUSD(c.CostPerTrialMean), usdInterval(c.CostPerTrialCI),
+		finiteUSD(c.CostPerTrialMedian), finiteUSD(c.CostPerSolved), wallMean, wallMedian})
+}
+
+// finiteUSD is an amount as finite writes a figure: null when it is none,
+// else the amount (written to the micro-dollar).
+func finiteUSD(v modelcall.USD) any {
+	if finite(float64(v)) == nil {
+		return nil
+	}
+	return v
+}
+
+// usdInterval is an interval of amounts as Interval writes one, its
+// bounds to the micro-dollar.
+func usdInterval(i Interval) any {
+	return map[string]any{"low": finiteUSD(modelcall.USD(i.Low)), "high": finiteUSD(modelcall.USD(i.High))}
 }
 
 // MarshalJSON writes the difference and the p-value as null when there was
@@ -375,7 +395,7 @@ func atMost(n int) string {
 
 // costPerTrial is the mean and median cost per scored trial, or "-".
 func costPerTrial(c *Condition) string {
-	if math.IsNaN(c.CostPerTrialMean) {
+	if math.IsNaN(float64(c.CostPerTrialMean)) {
 		return "-"
 	}
 	return fmt.Sprintf("%s (%s)", usd(c.CostPerTrialMean), usd(c.CostPerTrialMedian))
@@ -410,7 +430,8 @@ func num(v float64) string {
 	return fmt.Sprintf("%.3f", v)
 }
 
-func usd(v float64) string {
+func usd(u modelcall.USD) string {
+	v := float64(u)
 	if math.IsInf(v, 0) || math.IsNaN(v) {
 		return "-"
 	}

@@ -8,11 +8,13 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/troupebench/troupe/internal/clip"
+	"github.com/troupebench/troupe/modelcall"
 )
 
 //go:embed templates
@@ -23,9 +25,11 @@ var templateFS embed.FS
 var reportPage = template.Must(template.New("report.html").Funcs(funcs).ParseFS(templateFS, "templates/report.html", "templates/parts.html"))
 
 var funcs = template.FuncMap{
-	"pct":            pct,
-	"signedPct":      signedPct,
-	"usd":            usd,
+	"pct":       pct,
+	"signedPct": signedPct,
+	// A page shows a call's cost (a float64) and sums (modelcall.USD):
+	// any float is an amount here.
+	"usd":            func(v reflect.Value) string { return usd(modelcall.USD(v.Float())) },
 	"dur":            dur,
 	"num":            num,
 	"pval":           pval,
@@ -179,8 +183,8 @@ func paretoChart(c *Comparison) string {
 			left = append(left, cd.Name)
 			continue
 		}
-		pts = append(pts, paretoPoint{cd.Name, cd.CostPerTrialMean, cd.PassRate, cd.CostPerTrialCI, cd.PassRateHeadline.CI, cd.Scored})
-		top = math.Max(top, math.Max(cd.CostPerTrialMean, cd.CostPerTrialCI.High))
+		pts = append(pts, paretoPoint{cd.Name, float64(cd.CostPerTrialMean), cd.PassRate, cd.CostPerTrialCI, cd.PassRateHeadline.CI, cd.Scored})
+		top = math.Max(top, math.Max(float64(cd.CostPerTrialMean), cd.CostPerTrialCI.High))
 	}
 	ticks, decimals := niceTicks(top, 5)
 	maxCost := ticks[len(ticks)-1]
@@ -247,7 +251,7 @@ func writeParetoPoint(b *strings.Builder, p paretoPoint, front bool, x, y func(f
 	name := clip.Head(p.name, chartNameChars)
 	fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="6" class="%s"><title>%s: %s [%s, %s] of %d scored; %s [%s, %s] a trial</title></circle>`,
 		px, py, class, esc(p.name), pct(p.rate), pct(p.rateCI.Low), pct(p.rateCI.High), p.scored,
-		esc(usd(p.cost)), esc(usd(p.costCI.Low)), esc(usd(p.costCI.High)))
+		esc(usd(modelcall.USD(p.cost))), esc(usd(modelcall.USD(p.costCI.Low))), esc(usd(modelcall.USD(p.costCI.High))))
 	// About 7 px a character at the labels' 12 px.
 	lx, anchor := px+9, "start"
 	if lx+7*float64(utf8.RuneCountInString(name)) > right {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial/outcome"
 )
 
@@ -24,7 +25,7 @@ func richComparison(t *testing.T) *Comparison {
 	}
 	for i, cost := range []float64{0.030, 0.034, 0.029} {
 		tr := mk("three-of-three", "cccc", "hello-world", i+1, "passed", 1)
-		tr.AgentResult.CostUSD = cost
+		tr.AgentResult.CostUSD = modelcall.USD(cost)
 		trials = append(trials, tr)
 	}
 	for i, task := range []string{"csv-to-json", "fix-tests", "hello-world", "regex-log"} {
@@ -34,7 +35,7 @@ func richComparison(t *testing.T) *Comparison {
 				out = outcome.Passed
 			}
 			tr := mk("five-attempts", "dddd", task, a+1, out, 2+a)
-			tr.AgentResult.CostUSD = 0.004 + 0.001*float64(a)
+			tr.AgentResult.CostUSD = 0.004 + 0.001*modelcall.USD(a)
 			trials = append(trials, tr)
 		}
 	}

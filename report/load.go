@@ -227,9 +227,9 @@ func decodeTrial(path string) (*Trial, error) {
 	}
 	// Figures no trial can have would only poison the sums.
 	plausible := func(v float64) bool { return v >= 0 && v <= 1e9 }
-	ok := plausible(t.AgentResult.CostUSD) && (t.Reward == nil || !math.IsNaN(*t.Reward) && math.Abs(*t.Reward) <= 1e9)
+	ok := plausible(float64(t.AgentResult.CostUSD)) && (t.Reward == nil || !math.IsNaN(*t.Reward) && math.Abs(*t.Reward) <= 1e9)
 	for _, a := range t.Agents {
-		ok = ok && plausible(a.Usage.CostUSD) && a.Usage.Calls >= 0 && a.Usage.InputTokens >= 0 && a.Usage.OutputTokens >= 0 && a.Usage.CachedTokens >= 0
+		ok = ok && plausible(float64(a.Usage.CostUSD)) && a.Usage.Calls >= 0 && a.Usage.InputTokens >= 0 && a.Usage.OutputTokens >= 0 && a.Usage.CachedTokens >= 0
 	}
 	if !ok || t.AgentResult.NInputTokens < 0 || t.AgentResult.NOutputTokens < 0 {
 		return nil, errors.New("implausible figures (a negative count, or a cost or reward out of range)")

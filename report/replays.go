@@ -1,6 +1,10 @@
 package report
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/troupebench/troupe/modelcall"
+)
 
 // Replays takes the replays (troupe replay) out of trials, or, with
 // include, keeps them at what they spent: a replay runs a recorded trial
@@ -34,8 +38,8 @@ func Replays(trials []*Trial, include bool) ([]*Trial, string) {
 func atLiveCost(t *Trial) *Trial {
 	c := *t
 	c.Agents = append(c.Agents[:0:0], t.Agents...)
-	live := map[string]float64{}
-	total := 0.0
+	live := map[string]modelcall.USD{}
+	var total modelcall.USD
 	if t.Replay.ReplayReport != nil { // a replay whose result has no report played nothing live
 		for _, a := range t.Replay.Agents {
 			live[a.ID] += a.LiveCostUSD

@@ -17,7 +17,7 @@ func TestReplayWithoutReport(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		replay   *trialdir.ReplayRecord
-		liveCost float64
+		liveCost modelcall.USD
 	}{
 		{"a replay with its report", &trialdir.ReplayRecord{Source: "jobs/j/t__c__1", ReplayReport: report}, 0.25},
 		{"a replay without one", &trialdir.ReplayRecord{Source: "jobs/j/t__c__1"}, 0},

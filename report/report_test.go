@@ -70,7 +70,7 @@ func TestCompareFixture(t *testing.T) {
 	if r := team.ByRole["implementer"]; r.Calls != 4*12 || r.InputTokens != 1000*12 {
 		t.Errorf("team implementer usage %+v", r)
 	}
-	if !near(team.CostPerSolved, sumScoredCost(t, "team-mock")/8, 1e-9) || math.IsInf(solo.CostPerSolved, 0) {
+	if !near(float64(team.CostPerSolved), sumScoredCost(t, "team-mock")/8, 1e-9) || math.IsInf(float64(solo.CostPerSolved), 0) {
 		t.Errorf("cost per solved %v %v", team.CostPerSolved, solo.CostPerSolved)
 	}
 	// Paired: 10 (task, attempt) scored under both; team passes 4 that solo
@@ -92,7 +92,7 @@ func sumScoredCost(t *testing.T, cond string) float64 {
 	sum := 0.0
 	for _, tr := range trials {
 		if tr.Condition == cond && tr.Outcome.Scored() {
-			sum += tr.AgentResult.CostUSD
+			sum += float64(tr.AgentResult.CostUSD)
 		}
 	}
 	return sum

@@ -50,9 +50,9 @@ func TestRoundTripThroughTrialResults(t *testing.T) {
 			Condition: s.cond, ManifestHash: s.cond + "-hash", TaskChecksum: "sum-" + s.task,
 			StartedAt: start, FinishedAt: start.Add(time.Duration(30+i) * time.Second),
 			CompletionReason: trial.DeclaredDone, Outcome: s.out, Reward: s.reward,
-			AgentResult: trialdir.AgentResult{NInputTokens: 1000, NOutputTokens: 100, CostUSD: s.cost, NCalls: 3},
+			AgentResult: trialdir.AgentResult{NInputTokens: 1000, NOutputTokens: 100, CostUSD: modelcall.USD(s.cost), NCalls: 3},
 			Agents: []trialdir.AgentRecord{{ID: "lead-1", Kind: "orchestrator", Role: "lead",
-				Usage: modelcall.Totals{Calls: 3, InputTokens: 1000, OutputTokens: 100, CostUSD: s.cost}}},
+				Usage: modelcall.Totals{Calls: 3, InputTokens: 1000, OutputTokens: 100, CostUSD: modelcall.USD(s.cost)}}},
 		}
 		// As trial writes it (writeJSON): indented, a newline at the end.
 		data, err := json.MarshalIndent(res, "", "  ")
@@ -90,11 +90,11 @@ func TestRoundTripThroughTrialResults(t *testing.T) {
 		if rate := want.PassRate(); !(math.IsNaN(rate) && math.IsNaN(cd.PassRate) || rate == cd.PassRate) {
 			t.Errorf("%s: pass rate %v, want %v", cd.Name, cd.PassRate, rate)
 		}
-		if !near(cd.TotalCostUSD, spent[cd.Name], 1e-12) {
+		if !near(float64(cd.TotalCostUSD), spent[cd.Name], 1e-12) {
 			t.Errorf("%s: total cost %v, want %v", cd.Name, cd.TotalCostUSD, spent[cd.Name])
 		}
 	}
-	if team := c.Conditions[1]; team.Name != "team" || team.PassRate != 0.5 || !near(team.CostPerSolved, (0.10+0.20+0.30+0.15)/2, 1e-12) {
+	if team := c.Conditions[1]; team.Name != "team" || team.PassRate != 0.5 || !near(float64(team.CostPerSolved), (0.10+0.20+0.30+0.15)/2, 1e-12) {
 		t.Errorf("team %+v", team)
 	}
 

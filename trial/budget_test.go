@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -54,7 +55,8 @@ func readUsage(t *testing.T, dir, agent string) usageOnDisk {
 }
 
 // checkAgrees fails unless result.json, llm-calls.jsonl and the
-// conversation record agree on each agent's calls and cost.
+// conversation record agree on each agent's calls and cost (result.json's
+// to the micro-dollar it writes).
 func checkAgrees(t *testing.T, res *trialdir.TrialResult, dir string) map[string]usageOnDisk {
 	t.Helper()
 	out := map[string]usageOnDisk{}
@@ -63,20 +65,24 @@ func checkAgrees(t *testing.T, res *trialdir.TrialResult, dir string) map[string
 	for _, a := range res.Agents {
 		u := readUsage(t, dir, a.ID)
 		out[a.ID] = u
-		if int64(u.Counted) != a.Usage.Calls || int64(u.Recorded) != a.Usage.Calls || !near(u.CostUSD, a.Usage.CostUSD) {
+		if int64(u.Counted) != a.Usage.Calls || int64(u.Recorded) != a.Usage.Calls || !sameUSD(u.CostUSD, float64(a.Usage.CostUSD), 0) {
 			t.Errorf("%s: result %d calls $%.6f; llm-calls.jsonl %d counted (%d uncounted) $%.6f; conversation record %d calls",
 				a.ID, a.Usage.Calls, a.Usage.CostUSD, u.Counted, u.Uncounted, u.CostUSD, u.Recorded)
 		}
 		calls += a.Usage.Calls
-		cost += a.Usage.CostUSD
+		cost += float64(a.Usage.CostUSD)
 	}
-	if calls != res.AgentResult.NCalls || !near(cost, res.AgentResult.CostUSD) {
+	if calls != res.AgentResult.NCalls || !sameUSD(cost, float64(res.AgentResult.CostUSD), len(res.Agents)) {
 		t.Errorf("agents' totals %d calls $%.6f, the trial's %d $%.6f", calls, cost, res.AgentResult.NCalls, res.AgentResult.CostUSD)
 	}
 	return out
 }
 
-func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+// sameUSD says whether two amounts agree as result.json writes them, each
+// rounded to the micro-dollar on its own: b is written rounded, and a sums
+// n figures written rounded (0: a is exact), each half a micro-dollar off
+// at most.
+func sameUSD(a, b float64, n int) bool { return math.Abs(a-b) <= 5e-7*float64(n+1)+1e-12 }
 
 // TestLeadMaxCallsEndsTheTrial: an orchestrator whose max_calls is spent
 // ends the trial budget_exhausted when its last call settles, long before

@@ -22,6 +22,7 @@ import (
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/relay"
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/inside"
@@ -187,7 +188,7 @@ type Event struct {
 	Outcome outcome.Outcome `json:"outcome,omitempty"`
 	Reason  Reason          `json:"completion_reason,omitempty"`
 	Reward  *float64        `json:"reward,omitempty"`
-	CostUSD float64         `json:"cost_usd"`
+	CostUSD modelcall.USD   `json:"cost_usd"`
 	Error   string          `json:"error,omitempty"`
 	// Message is a warning's text.
 	Message string `json:"message,omitempty"`

@@ -1,6 +1,10 @@
 package trialdir
 
-import "time"
+import (
+	"time"
+
+	"github.com/troupebench/troupe/modelcall"
+)
 
 // The parts of a trial's result.json that make it a Harbor TrialResult
 // (src/harbor/models/trial/result.py and trial/config.py, Harbor 0.13.1):
@@ -94,11 +98,11 @@ type Timing struct {
 
 // AgentResult is Harbor's token and cost totals of a trial.
 type AgentResult struct {
-	NInputTokens  int64   `json:"n_input_tokens"`
-	NCacheTokens  int64   `json:"n_cache_tokens"`
-	NOutputTokens int64   `json:"n_output_tokens"`
-	CostUSD       float64 `json:"cost_usd"`
-	NCalls        int64   `json:"n_calls"`
+	NInputTokens  int64         `json:"n_input_tokens"`
+	NCacheTokens  int64         `json:"n_cache_tokens"`
+	NOutputTokens int64         `json:"n_output_tokens"`
+	CostUSD       modelcall.USD `json:"cost_usd"`
+	NCalls        int64         `json:"n_calls"`
 }
 
 // VerifierResult is Harbor's rewards of a trial.

@@ -12,18 +12,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/troupebench/troupe/modelcall"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/result-filled.json")
 
 // filled sets every field v reaches, pointers and maps included, to a
 // value derived from its Go path ("r.Config.Agent.Name"), and every bool
-// to true so that no omitempty field is left out.
+// to true so that no omitempty field is left out. An amount of money is
+// set to a whole number of micro-dollars, as it is written and read back.
 func filled(v reflect.Value, path string) {
 	hash := func(s string) int64 { h := fnv.New32a(); h.Write([]byte(s)); return int64(h.Sum32()) }
 	at := func(path string) time.Time { return time.Unix(hash(path), hash(path+"n")%1e9).UTC() }
@@ -69,7 +73,11 @@ func filled(v reflect.Value, path string) {
 	case reflect.Int, reflect.Int64:
 		v.SetInt(hash(path) % 100000)
 	case reflect.Float64:
-		v.SetFloat(float64(hash(path)%100000) / 7)
+		f := float64(hash(path)%100000) / 7
+		if v.Type() == reflect.TypeFor[modelcall.USD]() {
+			f = modelcall.USD(f).Micro()
+		}
+		v.SetFloat(f)
 	default:
 		panic(fmt.Sprintf("%s: a %s: teach filled to fill it", path, v.Kind()))
 	}
@@ -112,6 +120,43 @@ func TestResultBytes(t *testing.T) {
 	}
 	if !reflect.DeepEqual(*back, res) {
 		t.Errorf("read back differs:\n%+v\nwant\n%+v", *back, res)
+	}
+}
+
+// TestResultWritesMoneyToTheMicroDollar: costs added up call by call
+// carry float noise (seven calls of $0.0034 make 0.023799999999999998);
+// result.json writes every amount to the micro-dollar: the trial's, each
+// agent's, a replay's live cost.
+func TestResultWritesMoneyToTheMicroDollar(t *testing.T) {
+	var agent modelcall.Totals
+	for range 7 {
+		agent.AddUsage(modelcall.Record{CostUSD: 0.0034})
+	}
+	if agent.CostUSD == 0.0238 {
+		t.Fatal("the sum has no noise to round: pick other costs")
+	}
+	res := TrialResult{
+		AgentResult: AgentResult{CostUSD: agent.CostUSD + agent.CostUSD},
+		Agents:      []AgentRecord{{ID: "a-1", Usage: agent}, {ID: "a-2", Usage: agent}},
+		Replay:      &ReplayRecord{ReplayReport: &modelcall.ReplayReport{Agents: []modelcall.ReplayAgent{{ID: "a-1", LiveCostUSD: agent.CostUSD}}}},
+	}
+	var buf bytes.Buffer
+	if err := WriteResult(&buf, &res); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range regexp.MustCompile(`"((?:live_)?cost_usd)": ([^,\n]+)`).FindAllStringSubmatch(buf.String(), -1) {
+		got = append(got, m[1]+"="+m[2])
+	}
+	if want := "cost_usd=0.0476 cost_usd=0.0238 cost_usd=0.0238 live_cost_usd=0.0238"; strings.Join(got, " ") != want {
+		t.Errorf("result.json's amounts: %s\nwant %s", strings.Join(got, " "), want)
+	}
+	back, err := DecodeResult(&buf)
+	if err != nil || back.AgentResult.CostUSD != 0.0476 || back.Agents[0].Usage.CostUSD != 0.0238 {
+		t.Errorf("read back: %v", err)
+		if err == nil {
+			t.Logf("the trial's $%v, a-1's $%v", float64(back.AgentResult.CostUSD), float64(back.Agents[0].Usage.CostUSD))
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/decide"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/report"
 )
 
@@ -279,7 +280,7 @@ func pilotInputs(stderr io.Writer, dirs []string, baseline string) ([]planInput,
 	perTrial := map[string]*decide.PerTrial{}
 	for _, cd := range c.Conditions {
 		if cd.Scored > 0 {
-			perTrial[cd.Name] = &decide.PerTrial{CostUSD: cd.TotalCostUSD / float64(cd.Scored), Wall: cd.WallMean}
+			perTrial[cd.Name] = &decide.PerTrial{CostUSD: cd.TotalCostUSD / modelcall.USD(cd.Scored), Wall: cd.WallMean}
 		}
 	}
 	var out []planInput

@@ -129,7 +129,7 @@ func TestPlanOnAPilot(t *testing.T) {
 			t.Fatalf("%s: %+v", scope, c)
 		}
 		// Cost: both sides' trials at the pilot's cost per scored trial.
-		if c.Spend == nil || c.Spend.Trials != 2*d.Pairs() || !near(c.Spend.CostUSD, float64(d.Pairs())*0.07, 1e-9) || c.Spend.Wall != time.Duration(d.Pairs())*3*time.Minute {
+		if c.Spend == nil || c.Spend.Trials != 2*d.Pairs() || !near(float64(c.Spend.CostUSD), float64(d.Pairs())*0.07, 1e-9) || c.Spend.Wall != time.Duration(d.Pairs())*3*time.Minute {
 			t.Errorf("%s: spend %+v for %d pairs", scope, c.Spend, d.Pairs())
 		}
 		if got.Job == nil || got.Job.Tasks != d.Tasks || got.Job.Attempts != d.Attempts {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupebench/troupe/internal/termsafe"
 	"github.com/troupebench/troupe/job"
+	"github.com/troupebench/troupe/modelcall"
 	"github.com/troupebench/troupe/trial"
 	"github.com/troupebench/troupe/trial/outcome"
 )
@@ -27,7 +28,7 @@ type progress struct {
 	running  map[string]bool
 	// outcomes is each trial's last outcome: a retried trial counts once.
 	outcomes map[string]outcome.Outcome
-	cost     float64
+	cost     modelcall.USD
 	drawn    bool
 	// warned holds the warnings shown: every trial of a task gives the same.
 	warned map[string]bool

@@ -229,7 +229,7 @@ func replayReport(recordedDir, trialDir string) (*replayOutcome, error) {
 func printReplay(w io.Writer, r *replayOutcome) {
 	fmt.Fprintf(w, "replay of %s\n  recorded: %s (%s)\n  replay:   %s (%s), in %s\n", r.Recorded, r.RecordedOutcome, r.RecordedReason, r.Outcome, r.Reason, r.Replay)
 	fmt.Fprintln(w, "calls:")
-	live := 0.0
+	var live modelcall.USD
 	for _, ag := range r.Agents {
 		line := fmt.Sprintf("  %-12s %d of %d recorded calls replayed", ag.ID, ag.Replayed, ag.Recorded)
 		if ag.Live > 0 {

@@ -28,7 +28,7 @@ const reproduceRuns = 10
 // job must give the same on every run. Times, ids and latencies aside.
 type jobFigures struct {
 	Stats  job.Stats
-	Costs  map[string]float64 // by condition
+	Costs  map[string]modelcall.USD // by condition
 	Trials map[string]trialFigures
 }
 
@@ -52,7 +52,7 @@ func readFigures(t *testing.T, dir string) jobFigures {
 	t.Helper()
 	var job job.Result
 	readJSON(t, filepath.Join(dir, "result.json"), &job)
-	f := jobFigures{Stats: job.Stats, Costs: map[string]float64{}, Trials: map[string]trialFigures{}}
+	f := jobFigures{Stats: job.Stats, Costs: map[string]modelcall.USD{}, Trials: map[string]trialFigures{}}
 	for name, c := range job.Conditions {
 		f.Costs[name] = c.CostUSD
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,7 +115,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	// For an agent that reads its MCP servers from its own configuration
 	// file, which may name environment variables (crush, goose).
-	b.env = append(b.env, EnvMCPConfig+"="+b.mcpConfig, EnvMCPSocket+"="+b.mcpSocket)
+	b.env = slices.Concat(b.env, []string{EnvMCPConfig + "=" + b.mcpConfig, EnvMCPSocket + "=" + b.mcpSocket})
 	if err := b.member.Open(ctx); err != nil {
 		return fmt.Errorf("connect to the relay %s: %w", b.cfg.Member.RelayURL, err)
 	}

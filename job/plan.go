@@ -69,6 +69,9 @@ type PlanStack struct {
 	Source     string   `json:"source"`
 	Digest     string   `json:"digest"`
 	Conditions []string `json:"conditions"`
+	// Unchecked is what the host cannot check of the programs the stack
+	// starts (stack.Unchecked): what the task images must hold.
+	Unchecked []string `json:"unchecked,omitempty"`
 }
 
 // PlanTrial is one trial of a plan.
@@ -225,7 +228,7 @@ func planStacks(conds []Condition) []PlanStack {
 			}
 			i := slices.IndexFunc(out, func(s PlanStack) bool { return s.Name == st.Name })
 			if i < 0 {
-				out = append(out, PlanStack{Name: st.Name, Source: st.Source, Digest: st.Digest()})
+				out = append(out, PlanStack{Name: st.Name, Source: st.Source, Digest: st.Digest(), Unchecked: st.Unchecked()})
 				i = len(out) - 1
 			}
 			if cond := c.Team.Manifest.Condition; !slices.Contains(out[i].Conditions, cond) {

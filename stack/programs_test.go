@@ -77,3 +77,28 @@ func TestCheckPrograms(t *testing.T) {
 		}
 	}
 }
+
+// Unchecked says from the definition alone what a dry run cannot check.
+func TestUnchecked(t *testing.T) {
+	troupe := runtime.BinaryPath
+	for _, tc := range []struct {
+		st   Stack
+		want []string
+	}{
+		{Stack{Command: []string{troupe, "agent"}}, nil},
+		{Stack{Command: []string{troupe, "cli", "--", "claude", "-p", "{prompt}"}}, []string{"the agent troupe cli hosts: claude is looked up in the agent's PATH"}},
+		{Stack{Command: []string{troupe, "acp", "--", "/opt/goose/bin/goose"}, Files: []File{{To: "/opt/goose"}}}, nil},
+		{Stack{Command: []string{"/usr/bin/agent"}, Install: &File{}}, []string{"command: /usr/bin/agent is not uploaded: the install script must put it there"}},
+	} {
+		got := tc.st.Unchecked()
+		if len(got) != len(tc.want) {
+			t.Errorf("%q: %q, want %q", tc.st.Command, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if !strings.HasPrefix(got[i], tc.want[i]) {
+				t.Errorf("%q: %q, want %q…", tc.st.Command, got[i], tc.want[i])
+			}
+		}
+	}
+}

@@ -86,6 +86,9 @@ func printJobPlan(out io.Writer, p *job.Plan) {
 	fmt.Fprintln(tw, "stacks:")
 	for _, s := range p.Stacks {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\tused by %s\n", s.Name, s.Source, s.Digest, strings.Join(s.Conditions, ", "))
+		for _, n := range s.Unchecked {
+			fmt.Fprintf(tw, "    note: %s\n", n)
+		}
 	}
 	fmt.Fprintln(tw, "images:")
 	for _, img := range p.Images {

@@ -67,3 +67,31 @@ func TestRunDryRunPrintsThePlan(t *testing.T) {
 		t.Errorf("the dry run wrote in the job folder: %v", entries)
 	}
 }
+
+// A dry run says what it could not check of the programs a stack starts:
+// here the one-shot agent troupe cli hosts, looked up in the agent's PATH
+// in the container; --json carries it too.
+func TestRunDryRunSaysWhatItCouldNotCheck(t *testing.T) {
+	solo, hello := repoPath(t, "examples/manifests/solo.yaml"), repoPath(t, "examples/tasks/hello-world")
+	dir := isolate(t)
+	doc, err := os.ReadFile(solo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := strings.Replace(string(doc), "model_revision:", "harness: claude\n    model_revision:", 1)
+	if m == string(doc) {
+		t.Fatal("solo.yaml has no model_revision to put the harness beside")
+	}
+	write(t, filepath.Join(dir, "m.yaml"), m)
+	write(t, filepath.Join(dir, "stacks.yaml"), "stacks:\n  claude:\n    command: [/opt/troupe/bin/troupe, cli, --, claude, -p, \"{prompt}\"]\n")
+	code, out, errOut := troupe(t, "run", "m.yaml", "--tasks", hello, "--dry-run")
+	want := "    note: the agent troupe cli hosts: claude is looked up in the agent's PATH in the container: it must be in every task image the stack runs in (not checked here)\n"
+	if code != exitOK || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want %q:\n%s%s", code, want, out, errOut)
+	}
+	code, out, _ = troupe(t, "run", "m.yaml", "--tasks", hello, "--dry-run", "--json")
+	var plan job.Plan
+	if err := json.Unmarshal([]byte(out), &plan); code != exitOK || err != nil || len(plan.Stacks) != 1 || len(plan.Stacks[0].Unchecked) != 1 {
+		t.Errorf("exit %d, %v: %+v", code, err, plan.Stacks)
+	}
+}

@@ -205,3 +205,30 @@ func TestACPThirdPartyAgent(t *testing.T) {
 	}
 	noSecrets(t, dir)
 }
+
+// TestACPLeadPassesHelloWorld: an ACP agent behind troupe acp leads a
+// reference-agent worker: it delegates with send_message over MCP, reads
+// the worker's file through the bridge's fs/read_text_file, and ends the
+// trial with its own DONE:.
+func TestACPLeadPassesHelloWorld(t *testing.T) {
+	st := acpStack(t, "acp-hello", buildStatic(t, "./examples/stacks/acp-hello"))
+	res, dir := runACP(t, "testdata/manifests/acp-lead.yaml", st)
+	if res.Outcome != outcome.Passed || res.CompletionReason != DeclaredDone {
+		t.Fatalf("%s / %s %+v", res.Outcome, res.CompletionReason, res.ExceptionInfo)
+	}
+	lead := agentRecord(t, res, "lead-1")
+	// Two turns: delegate and wait; then read, send DONE:, and say so.
+	if lead.Stack != "acp-hello" || lead.Usage.Calls != 5 {
+		t.Errorf("lead: stack %s, %d model calls (want 5)", lead.Stack, lead.Usage.Calls)
+	}
+	if res.Done == nil || !strings.HasPrefix(res.Done.Content, "DONE: /app/hello.txt holds Hello, world!") {
+		t.Errorf("DONE: %+v", res.Done)
+	}
+	if m := logLines(t, dir, "lead-1", "mcp tool call"); len(m) != 2 || m[0]["tool"] != "send_message" || m[1]["tool"] != "send_message" {
+		t.Errorf("team tools logged as %v", m)
+	}
+	if r := logLines(t, dir, "lead-1", "fs/read_text_file"); len(r) != 1 || r[0]["path"] != "/app/hello.txt" {
+		t.Errorf("fs/read_text_file logged as %v", r)
+	}
+	noSecrets(t, dir)
+}

@@ -256,6 +256,9 @@ func (b *Bridge) turn(ctx context.Context, trigger *nostr.Event) error {
 		in.Context, in.Recent = recentHeading, recent(b.member.History(), b.cfg.Flags.History, trigger, b.self.Pubkey, b.team.Name)
 	}
 	prompt := buildPrompt(in)
+	if b.tmpl.promptArg() {
+		prompt = fitArgument(in)
+	}
 	v := turnValues{prompt: prompt, systemFile: b.cfg.SystemFile, mcpConfig: b.mcpConfig, mcpCommand: b.mcpLine, mcpSocket: b.mcpSocket,
 		workdir: b.cfg.Workdir, continues: continues}
 	var stdin io.Reader

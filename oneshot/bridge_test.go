@@ -646,3 +646,23 @@ func runDirect(ctx context.Context, cfg member.Config, log *slog.Logger) error {
 		}
 	}
 }
+
+// A long channel does not stop a run whose prompt is an argument: the
+// prompt is fitted to the 128 KiB Linux allows one (else the exec fails
+// with E2BIG and the agent would pass for one that cannot work).
+func TestALongChannelStillFitsTheCommandLine(t *testing.T) {
+	h := newHarness(t, harnessOptions{mode: "echo"})
+	for i := range 30 {
+		if _, err := h.ch.Post(t.Context(), "#"+strconv.Itoa(i)+" "+strings.Repeat("𝄞", 2000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.post("and now the task")
+	if ev := h.next(h.pk, 20*time.Second); !strings.HasSuffix(ev.Content, "echo: and now the task") {
+		t.Errorf("answer %q", ev.Content)
+	}
+	runs := h.runs()
+	if len(runs) != 1 || len(runs[0].Prompt) > maxArgPrompt || !strings.Contains(runs[0].Prompt, "#29 ") || strings.Contains(runs[0].Prompt, "#0 ") {
+		t.Errorf("%d runs; the prompt: %d bytes", len(runs), len(runs[0].Prompt))
+	}
+}

@@ -84,6 +84,16 @@ func parseTemplate(argv, resume []string) (template, error) {
 	return t, nil
 }
 
+// promptArg says whether the prompt goes in an argument ({prompt}).
+func (t template) promptArg() bool {
+	for _, a := range t.argv[1:] {
+		if strings.Contains(a, PhPrompt) {
+			return true
+		}
+	}
+	return false
+}
+
 // turnValues are what the placeholders stand for on one turn.
 type turnValues struct {
 	prompt, promptFile, systemFile, mcpConfig, mcpCommand, mcpSocket, workdir string

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/troupebench/troupe/member"
@@ -109,4 +110,54 @@ func mentionsIn(text string, team *member.Team) []string {
 		}
 	}
 	return out
+}
+
+// maxArgPrompt bounds a prompt passed as an argument ({prompt}): Linux
+// refuses an argument over 128 KiB (MAX_ARG_STRLEN) with E2BIG, and a run
+// that cannot start must not pass for an agent that cannot work.
+const maxArgPrompt = 120 << 10
+
+// fitArgument is in's prompt within maxArgPrompt bytes: the oldest channel
+// messages left out first, then the message that woke the agent cut, then
+// the whole cut, its end kept (where the message is).
+func fitArgument(in turnInput) string {
+	p := buildPrompt(in)
+	for len(p) > maxArgPrompt && len(in.Recent) > 0 {
+		in.Recent = in.Recent[1:]
+		p = buildPrompt(in)
+	}
+	if over := len(p) - maxArgPrompt; over > 0 {
+		in.Message = headBytes(in.Message, max(1000, len(in.Message)-over-len(cutMark))) + cutMark
+		p = buildPrompt(in)
+	}
+	if len(p) > maxArgPrompt {
+		p = cutMark + tailBytes(p, maxArgPrompt-len(cutMark))
+	}
+	return p
+}
+
+// cutMark marks where a prompt was cut to fit an argument.
+const cutMark = " […cut to fit the command line…] "
+
+// headBytes is s's first n bytes at most, cut after a whole character.
+func headBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// tailBytes is s's last n bytes at most, cut before a whole character.
+func tailBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }

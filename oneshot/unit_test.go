@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/troupebench/troupe/member"
 )
@@ -115,5 +117,32 @@ func TestCheckProgram(t *testing.T) {
 		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
 			t.Errorf("%s: %v, want %q", path, err, want)
 		}
+	}
+}
+
+// A prompt passed as an argument fits one (Linux refuses an argument over
+// 128 KiB): the oldest channel messages go first, then the message is
+// cut; the result is valid UTF-8 and keeps the message's start.
+func TestFitArgument(t *testing.T) {
+	base := turnInput{Whole: true, System: "persona", Self: member.Participant{ID: "w-1", Role: "r", Kind: "worker"}, From: "user (user)", Workdir: "/app"}
+	small := base
+	small.Recent, small.Message = []string{"a: hi"}, "do it"
+	if got := fitArgument(small); got != buildPrompt(small) {
+		t.Errorf("a small prompt changed:\n%s", got)
+	}
+	many := base
+	for i := range 200 {
+		many.Recent = append(many.Recent, strings.Repeat("é", 1000)+" #"+strconv.Itoa(i))
+	}
+	many.Message = "the task"
+	got := fitArgument(many)
+	if len(got) > maxArgPrompt || !utf8.ValidString(got) || !strings.Contains(got, " #199") || strings.Contains(got, " #0\n") || !strings.HasSuffix(got, "the task") {
+		t.Errorf("%d bytes; newest kept: %v, oldest dropped: %v", len(got), strings.Contains(got, " #199"), !strings.Contains(got, " #0\n"))
+	}
+	huge := base
+	huge.Message = "START " + strings.Repeat("ü", 200<<10)
+	got = fitArgument(huge)
+	if len(got) > maxArgPrompt || !utf8.ValidString(got) || !strings.Contains(got, "START ") || !strings.Contains(got, cutMark) {
+		t.Errorf("a huge message: %d bytes, valid %v", len(got), utf8.ValidString(got))
 	}
 }

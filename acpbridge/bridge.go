@@ -77,10 +77,12 @@ func New(cfg Config, log *slog.Logger) *Bridge {
 	return b
 }
 
-// Run connects to the relay, starts the ACP agent and takes a turn per
-// mention until ctx ends (SIGTERM) or the deadline is near; it returns
-// nil then. When the agent goes first, the bridge says so in the channel
-// and returns a *ChildError. Its own goroutines, the child and the
+// Run starts the ACP agent, completes its handshake, joins the channel,
+// and takes a turn per mention until ctx ends (SIGTERM) or the deadline
+// is near; it returns nil then. An agent that cannot start or dies before
+// its handshake is a *contract.CannotWorkError (the member never joined);
+// one that goes later is reported in the channel and returned as a
+// *ChildError. Its own goroutines, the child and the
 // commands it ran have ended when it returns (the ACP SDK's readers end a
 // moment later, with their pipes).
 func (b *Bridge) Run(ctx context.Context) error {

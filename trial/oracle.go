@@ -72,7 +72,7 @@ func (r *run) solutionFiles() ([]runtime.File, error) {
 
 // launchOracle runs solve.sh as the task's agent user (the image's default
 // user when the task names none), in the working folder, with [solution]
-// env; as test.sh, a script with a shebang is run by its interpreter.
+// env, as Harbor runs it (harborScript).
 func (r *run) launchOracle(ctx context.Context) error {
 	r.deadline = time.Now().Add(r.agentTimeout())
 	r.exits = make(chan int, 1)
@@ -84,7 +84,7 @@ func (r *run) launchOracle(ctx context.Context) error {
 	}
 	env := append(envList(r.solutionEnv), proxyEnv(r.agentNet())...)
 	p, err := r.container.Exec(context.WithoutCancel(ctx), runtime.ExecSpec{
-		Cmd: []string{"/bin/sh", "-c", "exec " + solutionDir + "/solve.sh"}, Env: env, User: user, WorkDir: r.workdir, Stdout: ar.stdout, Stderr: ar.stderr,
+		Cmd: harborScript(solutionDir + "/solve.sh"), Env: env, User: user, WorkDir: r.workdir, Stdout: ar.stdout, Stderr: ar.stderr,
 	})
 	if err != nil {
 		return fmt.Errorf("start solution/solve.sh: %w", err)

@@ -69,10 +69,8 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 	}
 	defer stderr.Close()
 	env := append(envList(r.spec.Task.VerifierEnv), proxyEnv(r.verifierNet())...)
-	// sh runs a test.sh without a shebang as a shell script; with one, exec
-	// honours it.
 	p, err := r.container.Exec(ctx, runtime.ExecSpec{
-		Cmd: []string{"/bin/sh", "-c", "exec " + testsDir + "/test.sh"}, Env: env, User: r.verifier.Spec(), WorkDir: r.workdir, Stdout: stdout, Stderr: stderr,
+		Cmd: harborScript(testsDir + "/test.sh"), Env: env, User: r.verifier.Spec(), WorkDir: r.workdir, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil {
 		return broken(ErrVerifier, fmt.Errorf("start tests/test.sh: %w", err), outcome.VerifierError)
@@ -411,4 +409,15 @@ func (r *run) agentCreds() []inside.Cred {
 		}
 	}
 	return creds
+}
+
+// harborScript is how Harbor runs a task's script (tests/test.sh,
+// solution/solve.sh): bash FILE, whatever its first line says, so a
+// script without a shebang may use bash's syntax and a shebang below
+// line 1 is a comment. An image without bash runs it as its first line
+// says (sh when it says nothing), and the script's stderr says so.
+func harborScript(path string) []string {
+	return []string{"/bin/sh", "-c", `if command -v bash >/dev/null 2>&1; then exec bash "$0"; fi
+echo "troupe: this image has no bash, which Harbor runs $0 with: it runs as its first line says, or under sh" >&2
+exec "$0"`, path}
 }

@@ -146,3 +146,41 @@ func TestFitArgument(t *testing.T) {
 		t.Errorf("a huge message: %d bytes, valid %v", len(got), utf8.ValidString(got))
 	}
 }
+
+// FuzzTemplate: whatever command line and --resume arguments a stack
+// gives, parseTemplate never panics; a template it accepts expands to the
+// program unchanged, with no {resume} left, the --resume arguments only
+// on a continuing run, and every {prompt} replaced by the prompt.
+func FuzzTemplate(f *testing.F) {
+	f.Add("crush\x00run\x00{prompt}", "", "hi")
+	f.Add("claude\x00-p\x00{resume}\x00--mcp-config={mcp_config}\x00{prompt}", "--continue", "x {resume} y")
+	f.Add("codex\x00exec\x00{resume}\x00{prompt_file}", "resume\x00--last", "")
+	f.Add("a\x00--x={resume}", "-c", "p")
+	f.Fuzz(func(t *testing.T, argv, resume, prompt string) {
+		args := strings.Split(argv, "\x00")
+		var res []string
+		if resume != "" {
+			res = strings.Split(resume, "\x00")
+		}
+		tmpl, err := parseTemplate(args, res)
+		if err != nil {
+			return
+		}
+		for _, continues := range []bool{false, true} {
+			got := tmpl.expand(turnValues{prompt: prompt, continues: continues})
+			if len(got) == 0 || got[0] != args[0] {
+				t.Fatalf("%q expanded to %q", args, got)
+			}
+			want := len(args)
+			if slices.Contains(args[1:], PhResume) {
+				want--
+				if continues {
+					want += len(res)
+				}
+			}
+			if len(got) != want {
+				t.Fatalf("%q (resume %q, continues %v) expanded to %d arguments, want %d: %q", args, res, continues, len(got), want, got)
+			}
+		}
+	})
+}

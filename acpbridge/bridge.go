@@ -115,7 +115,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.session, err = b.child.open(ctx, b.cfg.Version, b.cfg.Workdir, mcpCmd)
+	b.session, err = b.child.open(ctx, b.cfg.Version, b.cfg.Workdir, mcpCmd, b.cfg.TaskMCP)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

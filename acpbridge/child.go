@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/internal/childlog"
+	"github.com/troupebench/troupe/teamtools"
 )
 
 // Timing of the child's life.
@@ -149,8 +151,9 @@ func (c *child) isGone() bool {
 }
 
 // open initializes the connection and makes the session: cwd is the
-// working folder, and the team tools are its MCP server.
-func (c *child) open(ctx context.Context, version string, cwd string, tools acp.McpServer) (acp.SessionId, error) {
+// working folder, and its MCP servers are the team tools and the task's
+// (those whose transport the agent supports).
+func (c *child) open(ctx context.Context, version string, cwd string, tools acp.McpServer, task []contract.MCPServer) (acp.SessionId, error) {
 	ctx, cancel := context.WithTimeout(ctx, initTimeout)
 	defer cancel()
 	ctx, stop := c.whileAlive(ctx)
@@ -172,12 +175,35 @@ func (c *child) open(ctx context.Context, version string, cwd string, tools acp.
 	}
 	c.log.Info("initialize", "acp_agent", strings.TrimSpace(agent), "protocol_version", int(init.ProtocolVersion),
 		"load_session", init.AgentCapabilities.LoadSession, "mcp_http", init.AgentCapabilities.McpCapabilities.Http)
-	sess, err := c.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: []acp.McpServer{tools}})
+	servers := append([]acp.McpServer{tools}, c.taskServers(task, init.AgentCapabilities.McpCapabilities)...)
+	sess, err := c.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: servers})
 	if err != nil {
 		return "", c.explain("session/new", err)
 	}
 	c.log.Info("session/new", "session", string(sess.SessionId), "cwd", cwd)
 	return sess.SessionId, nil
+}
+
+// taskServers are the task's MCP servers in ACP's form: a stdio server
+// for every agent, an sse or http one for an agent that says it takes
+// them; one it does not take is left out, and the log says so.
+func (c *child) taskServers(task []contract.MCPServer, can acp.McpCapabilities) []acp.McpServer {
+	var out []acp.McpServer
+	for _, s := range task {
+		switch {
+		case s.Name == teamtools.ServerName:
+			c.log.Warn("task MCP server left out: its name is the team tools'", "mcp_server", s.Name)
+		case s.Transport == contract.TransportStdio:
+			out = append(out, acp.McpServer{Stdio: &acp.McpServerStdio{Name: s.Name, Command: s.Command, Args: append([]string{}, s.Args...), Env: []acp.EnvVariable{}}})
+		case s.Transport == contract.TransportStreamableHTTP && can.Http:
+			out = append(out, acp.McpServer{Http: &acp.McpServerHttpInline{Name: s.Name, Type: "http", Url: s.URL, Headers: []acp.HttpHeader{}}})
+		case s.Transport == contract.TransportSSE && can.Sse:
+			out = append(out, acp.McpServer{Sse: &acp.McpServerSseInline{Name: s.Name, Type: "sse", Url: s.URL, Headers: []acp.HttpHeader{}}})
+		default:
+			c.log.Warn("task MCP server left out: the ACP agent does not take its transport (initialize's mcpCapabilities)", "mcp_server", s.Name, "transport", s.Transport)
+		}
+	}
+	return out
 }
 
 // prompt sends a turn and waits for its end. When ctx ends first (the

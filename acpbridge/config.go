@@ -45,6 +45,9 @@ type Config struct {
 	MCPCommand []string
 	// Version names the bridge to the child in initialize.
 	Version string
+	// TaskMCP are the task's MCP servers, given to the child's session
+	// beside the team tools.
+	TaskMCP []contract.MCPServer
 }
 
 // ConfigFromEnv reads the stack contract's part the bridge uses, and the
@@ -54,7 +57,7 @@ func ConfigFromEnv(getenv func(string) string, command []string) (Config, error)
 	errs := []error{err}
 	c := Config{
 		Member: member.Config{RelayURL: g.RelayURL, Channel: g.Channel, SecretKey: g.SecretKey, PublicKey: g.PublicKey, AgentID: g.AgentID},
-		System: g.System, Deadline: g.Deadline, Workdir: g.Workdir, Home: g.Home, Command: command,
+		System: g.System, Deadline: g.Deadline, Workdir: g.Workdir, Home: g.Home, Command: command, TaskMCP: g.MCPServers,
 	}
 	switch p := Permission(strings.ToLower(strings.TrimSpace(getenv(EnvPermission)))); p {
 	case "", Allow:

@@ -3,6 +3,7 @@ package acpbridge
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -262,4 +263,44 @@ func FuzzFrameReader(f *testing.F) {
 			t.Fatalf("%d breaks (%v) for %q; want a break: %v", breaks, got, data, wantBreak)
 		}
 	})
+}
+
+// The task's MCP servers reach the ACP agent's session in ACP's form, those
+// over HTTP or SSE only when the agent takes them; a server named as the
+// team tools are is left out.
+func TestTaskServers(t *testing.T) {
+	var logs bytes.Buffer
+	c := &child{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	task := []contract.MCPServer{
+		{Name: "local", Transport: contract.TransportStdio, Command: "/bin/srv", Args: []string{"-v"}},
+		{Name: "web", Transport: contract.TransportStreamableHTTP, URL: "http://mcp:8000/mcp"},
+		{Name: "events", Transport: contract.TransportSSE, URL: "http://mcp:8000/sse"},
+		{Name: "troupe-team", Transport: contract.TransportStdio, Command: "/bin/evil"},
+	}
+	names := func(servers []acp.McpServer) []string {
+		var out []string
+		for _, s := range servers {
+			switch {
+			case s.Stdio != nil:
+				out = append(out, "stdio:"+s.Stdio.Name+":"+s.Stdio.Command+":"+strings.Join(s.Stdio.Args, ","))
+			case s.Http != nil:
+				out = append(out, "http:"+s.Http.Name+":"+s.Http.Url)
+			case s.Sse != nil:
+				out = append(out, "sse:"+s.Sse.Name+":"+s.Sse.Url)
+			}
+		}
+		return out
+	}
+	if got := names(c.taskServers(task, acp.McpCapabilities{})); !slices.Equal(got, []string{"stdio:local:/bin/srv:-v"}) {
+		t.Errorf("without capabilities: %q", got)
+	}
+	got := names(c.taskServers(task, acp.McpCapabilities{Http: true, Sse: true}))
+	if want := []string{"stdio:local:/bin/srv:-v", "http:web:http://mcp:8000/mcp", "sse:events:http://mcp:8000/sse"}; !slices.Equal(got, want) {
+		t.Errorf("with capabilities: %q, want %q", got, want)
+	}
+	for _, want := range []string{"mcp_server=troupe-team", "mcp_server=web transport=streamable-http", "the ACP agent does not take its transport"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, logs.String())
+		}
+	}
 }

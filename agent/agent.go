@@ -40,6 +40,8 @@ type Agent struct {
 
 	// inbox is closed after an unrecoverable failure: no more turns.
 	inbox *member.Inbox
+	// task are the task's MCP servers' tools; nil without any.
+	task *taskTools
 }
 
 // New prepares an agent from its configuration; Run starts it.
@@ -67,6 +69,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("connect to the relay %s: %w", a.cfg.RelayURL, err)
 	}
 	a.team, a.self, a.reportTo, a.log = a.member.Team(), a.member.Self(), a.member.ReportTo(), a.member.Log()
+	if len(a.cfg.MCPServers) > 0 {
+		a.task = connectTaskTools(ctx, a.cfg.MCPServers, a.log)
+		defer a.task.close()
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { a.turns(ctx) })
 	err := a.member.Err() // following ends with ctx
@@ -122,7 +128,7 @@ func (a *Agent) turn(ctx context.Context, trigger *nostr.Event) {
 		}
 		rounds++
 		callStart := time.Now()
-		resp, err := a.llm.chat(ctx, a.withTimeLeft(msgs, rounds), toolSpecs)
+		resp, err := a.llm.chat(ctx, a.withTimeLeft(msgs, rounds), a.task.allSpecs())
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -1,7 +1,8 @@
 // Package agent is troupe's reference agent, run as `troupe agent` inside a
 // trial container: a team member that talks on the relay, thinks with any
 // OpenAI-compatible model (through troupe's gateway in a trial), and works
-// with shell and file tools.
+// with shell and file tools, and with the tools of the task's MCP servers
+// when the task names some (contract.EnvMCPServers).
 //
 // It is also the proof of the stack contract (docs/stacks.md, package
 // stack): every input comes from TROUPE_* environment variables and files
@@ -45,6 +46,9 @@ type Config struct {
 	// Generation is the manifest's generation settings (TROUPE_THINKING_EFFORT
 	// and the rest), applied to every model call.
 	Generation contract.Generation
+	// MCPServers are the task's MCP servers, whose tools the agent adds to
+	// its own.
+	MCPServers []contract.MCPServer
 }
 
 // ConfigFromEnv reads the stack contract (contract.Read). Every problem is
@@ -56,7 +60,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	c := Config{RelayURL: g.RelayURL, SecretKey: g.SecretKey, PublicKey: g.PublicKey, LLMToken: g.Token, Channel: g.Channel,
 		LLMBaseURL: g.LLMBaseURL, Model: g.Model, System: g.System, MaxRounds: g.MaxRounds, Deadline: g.Deadline,
-		Workdir: g.Workdir, AgentID: g.AgentID, Generation: g.Generation}
+		Workdir: g.Workdir, AgentID: g.AgentID, Generation: g.Generation, MCPServers: g.MCPServers}
 	if c.MaxRounds == 0 {
 		c.MaxRounds = contract.DefaultMaxRounds
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -42,6 +43,9 @@ var agentBinary string
 var childUID = -1
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[len(os.Args)-1] == mcpStdioArg {
+		os.Exit(runStdioMCPServer())
+	}
 	if os.Getenv(envChild) == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		err := Main(ctx, os.Getenv, os.Stderr)
@@ -153,6 +157,8 @@ type harnessOptions struct {
 	// proxy puts a TCP proxy between the agents and the relay, whose
 	// connections h.proxy.cut drops.
 	proxy bool
+	// env is more of the agents' environment.
+	env map[string]string
 }
 
 // newHarness starts the relay, the gateway and one process per member, and
@@ -260,6 +266,7 @@ func newHarness(t *testing.T, opts harnessOptions, members ...teamMember) *harne
 			contract.EnvWorkdir:          h.workdir,
 			contract.EnvAgentID:          m.id,
 		}
+		maps.Copy(env, opts.env)
 		h.spawn(m.id, keys[m.id], env)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)

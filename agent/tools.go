@@ -53,6 +53,9 @@ type toolResult struct {
 
 // runTool executes one tool call.
 func (a *Agent) runTool(ctx context.Context, name, rawArgs string) toolResult {
+	if res, ok := a.task.call(ctx, name, rawArgs); ok {
+		return res
+	}
 	var args map[string]any
 	if err := json.Unmarshal([]byte(rawArgs), &args); err != nil && rawArgs != "" {
 		return toolResult{fmt.Sprintf("error: the arguments are not a JSON object: %v", err), true}
@@ -125,7 +128,11 @@ func (a *Agent) runTool(ctx context.Context, name, rawArgs string) toolResult {
 		}
 		return toolResult{"sent", false}
 	}
-	return toolResult{fmt.Sprintf("error: there is no tool %q; the tools are shell, read_file, write_file, list_dir and send_message", name), true}
+	names := make([]string, 0, len(a.task.allSpecs()))
+	for _, s := range a.task.allSpecs() {
+		names = append(names, s.Function.Name)
+	}
+	return toolResult{fmt.Sprintf("error: there is no tool %q; the tools are %s", name, strings.Join(names, ", ")), true}
 }
 
 func (a *Agent) path(p string) string {

@@ -79,6 +79,10 @@ type Values struct {
 	MaxRounds int
 	// Generation is the manifest's generation settings of the agent.
 	Generation Generation
+	// MCPServers and SkillsDir are the task's (EnvMCPServers,
+	// EnvSkillsDir); unset when the task has none.
+	MCPServers []MCPServer
+	SkillsDir  string
 }
 
 // Generation is a roster class's generation settings; zero values are
@@ -111,6 +115,12 @@ func (v Values) Env() map[string]string {
 	}
 	for name, value := range v.Generation.Env() {
 		env[name] = value
+	}
+	if servers := encodeMCPServers(v.MCPServers); servers != "" {
+		env[EnvMCPServers] = servers
+	}
+	if v.SkillsDir != "" {
+		env[EnvSkillsDir] = v.SkillsDir
 	}
 	return env
 }
@@ -151,7 +161,7 @@ var contractNames = map[string]bool{
 	EnvRelayURL: true, EnvPrivateKeyFile: true, EnvLLMTokenFile: true, EnvChannel: true, EnvLLMBaseURL: true,
 	EnvModel: true, EnvSystemPromptFile: true, EnvMaxRounds: true, EnvDeadline: true, EnvWorkdir: true, EnvAgentID: true,
 	EnvThinkingEffort: true, EnvMaxOutputTokens: true, EnvContextWindowTokens: true, EnvCompactAtPercent: true,
-	EnvCompactAtTokens: true, EnvGenerationExtra: true,
+	EnvCompactAtTokens: true, EnvGenerationExtra: true, EnvMCPServers: true, EnvSkillsDir: true,
 }
 
 // HostedEnv is the environment of an agent a bridge hosts (troupe acp,

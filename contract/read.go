@@ -29,6 +29,9 @@ type Given struct {
 	AgentID    string
 	Home       string
 	Generation Generation
+	// MCPServers and SkillsDir are the task's, when it has them.
+	MCPServers []MCPServer
+	SkillsDir  string
 }
 
 // Read reads the contract from getenv. The identity, channel, prompt,
@@ -98,6 +101,12 @@ func Read(getenv func(string) string, model bool) (Given, error) {
 	var genErrs []error
 	g.Generation, genErrs = readGeneration(getenv)
 	errs = append(errs, genErrs...)
+	servers, err := decodeMCPServers(getenv(EnvMCPServers))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	g.MCPServers = servers
+	g.SkillsDir = strings.TrimSpace(getenv(EnvSkillsDir))
 	return g, errors.Join(errs...)
 }
 

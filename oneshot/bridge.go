@@ -188,9 +188,16 @@ func (b *Bridge) writeMCPConfig(socket string) error {
 		quoted[i] = shellQuote(a)
 	}
 	b.mcpLine = strings.Join(quoted, " ")
-	data, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{
-		teamtools.ServerName: map[string]any{"type": "stdio", "command": argv[0], "args": argv[1:]},
-	}}, "", "  ")
+	servers := map[string]any{}
+	for _, s := range b.cfg.TaskMCP {
+		if s.Name == teamtools.ServerName {
+			b.log.Warn("task MCP server left out: its name is the team tools'", "mcp_server", s.Name)
+			continue
+		}
+		servers[s.Name] = commonMCPEntry(s)
+	}
+	servers[teamtools.ServerName] = map[string]any{"type": "stdio", "command": argv[0], "args": argv[1:]}
+	data, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -199,6 +206,20 @@ func (b *Bridge) writeMCPConfig(socket string) error {
 		return fmt.Errorf("write the MCP configuration: %w", err)
 	}
 	return nil
+}
+
+// commonMCPEntry is a task's MCP server as MCP clients' common
+// configuration names it: "http" for streamable HTTP, as Claude Code and
+// Harbor's agents write it.
+func commonMCPEntry(s contract.MCPServer) map[string]any {
+	switch s.Transport {
+	case contract.TransportStdio:
+		return map[string]any{"type": "stdio", "command": s.Command, "args": append([]string{}, s.Args...)}
+	case contract.TransportStreamableHTTP:
+		return map[string]any{"type": "http", "url": s.URL}
+	default:
+		return map[string]any{"type": s.Transport, "url": s.URL}
+	}
 }
 
 func shellQuote(s string) string {

@@ -50,6 +50,9 @@ type Config struct {
 	MCPCommand []string
 	// Version names the bridge to the agent's MCP client.
 	Version string
+	// TaskMCP are the task's MCP servers, written into {mcp_config}
+	// beside the team tools.
+	TaskMCP []contract.MCPServer
 }
 
 // ConfigFromEnv reads the stack contract's part the bridge uses. Every
@@ -61,7 +64,7 @@ func ConfigFromEnv(getenv func(string) string, command []string, flags Flags) (C
 		Member:     member.Config{RelayURL: g.RelayURL, Channel: g.Channel, SecretKey: g.SecretKey, PublicKey: g.PublicKey, AgentID: g.AgentID},
 		System:     g.System,
 		SystemFile: getenv(contract.EnvSystemPromptFile),
-		Deadline:   g.Deadline, Workdir: g.Workdir, Home: g.Home, Command: command, Flags: flags,
+		Deadline:   g.Deadline, Workdir: g.Workdir, Home: g.Home, Command: command, Flags: flags, TaskMCP: g.MCPServers,
 	}
 	if _, err := parseTemplate(command, flags.Resume); err != nil {
 		errs = append(errs, err)

@@ -1,7 +1,11 @@
 package oneshot
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +14,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/member"
+	"github.com/troupebench/troupe/teamtools"
 )
 
 func TestParseTemplate(t *testing.T) {
@@ -183,4 +189,42 @@ func FuzzTemplate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// {mcp_config} holds the task's MCP servers beside the team tools, in the
+// form MCP clients read ("http" for streamable HTTP); a task's server
+// cannot take the team tools' name.
+func TestMCPConfigHoldsTheTaskServers(t *testing.T) {
+	var logs bytes.Buffer
+	b := &Bridge{log: slog.New(slog.NewTextHandler(&logs, nil)), private: t.TempDir(), cfg: Config{
+		MCPCommand: []string{"/opt/troupe/bin/troupe", "mcp"},
+		TaskMCP: []contract.MCPServer{
+			{Name: "local", Transport: contract.TransportStdio, Command: "/bin/srv", Args: []string{"-v"}},
+			{Name: "web", Transport: contract.TransportStreamableHTTP, URL: "http://mcp:8000/mcp"},
+			{Name: "events", Transport: contract.TransportSSE, URL: "http://mcp:8000/sse"},
+			{Name: teamtools.ServerName, Transport: contract.TransportStdio, Command: "/bin/evil"},
+		},
+	}}
+	if err := b.writeMCPConfig("/run/sock"); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(b.mcpConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		MCPServers map[string]map[string]any `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(cfg.MCPServers)
+	want := "map[events:map[type:sse url:http://mcp:8000/sse] local:map[args:[-v] command:/bin/srv type:stdio] " +
+		"troupe-team:map[args:[mcp --socket /run/sock] command:/opt/troupe/bin/troupe type:stdio] web:map[type:http url:http://mcp:8000/mcp]]"
+	if got != want {
+		t.Errorf("mcp config:\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(logs.String(), "mcp_server=troupe-team") {
+		t.Errorf("the left-out server is not logged: %s", logs.String())
+	}
 }

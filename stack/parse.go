@@ -24,7 +24,7 @@ var stackName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // Parse decodes a `stacks:` mapping (troupe's config file, or a stacks
 // file): name → {command, files, env, fixed_env, install, install_user,
-// install_timeout_sec}. Files' paths are relative to dir, the defining
+// install_timeout_sec, skills}. Files' paths are relative to dir, the defining
 // file's folder; source names that file.
 // Problems go to d, each located.
 func Parse(d *yaml11.Decoder, n *yaml11.Node, path, dir, source string) Set {
@@ -66,6 +66,7 @@ func Parse(d *yaml11.Decoder, n *yaml11.Node, path, dir, source string) Set {
 				}
 			}},
 			{Name: "install_user", Decode: func(n *yaml11.Node, path string) { st.InstallUser, _ = d.String(n, path) }},
+			{Name: "skills", Decode: func(n *yaml11.Node, path string) { st.Skills, _ = d.String(n, path) }},
 			{Name: "install_timeout_sec", Decode: func(n *yaml11.Node, path string) {
 				if v, ok := d.Float(n, path); ok {
 					if v <= 0 || v > 24*3600 {

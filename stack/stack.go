@@ -61,6 +61,11 @@ type Stack struct {
 	InstallUser string
 	// InstallTimeout bounds the install script; 0 is DefaultInstallTimeout.
 	InstallTimeout time.Duration
+	// Skills, when set, is where the agent's program reads skills (an
+	// absolute path, or ~/… in the agent's HOME): a task's skills_dir is
+	// copied there, owned by the agent, before it starts, as Harbor's
+	// agents copy it to their own skills folder.
+	Skills string
 }
 
 // DefaultInstallTimeout bounds an install script whose stack sets no
@@ -175,7 +180,8 @@ func (st *Stack) Digest() string {
 		FixedEnv map[string]string `json:"fixed_env"`
 		// Only with a script: a stack without one keeps its digest.
 		Install *install `json:"install,omitempty"`
-	}{Command: st.Command, Env: st.Env, FixedEnv: st.FixedEnv}
+		Skills  string   `json:"skills,omitempty"`
+	}{Command: st.Command, Env: st.Env, FixedEnv: st.FixedEnv, Skills: st.Skills}
 	for _, f := range st.Files {
 		doc.Files = append(doc.Files, file{f.To, uint32(f.Mode), f.SHA256})
 	}
@@ -249,10 +255,44 @@ func (st *Stack) Check() error {
 	if st.InstallTimeout < 0 {
 		errs = append(errs, errors.New("install_timeout_sec must be more than 0"))
 	}
+	if st.Skills != "" {
+		if err := checkSkills(st.Skills); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stack %s (%s): %w", st.Name, st.Source, err)
 	}
 	return nil
+}
+
+// checkSkills checks a stack's skills folder: absolute or in HOME, clean,
+// and none of troupe's own.
+func checkSkills(p string) error {
+	full := p
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		full = "/home/agent" + strings.TrimPrefix(p, "~")
+	}
+	switch {
+	case !path.IsAbs(full) || path.Clean(full) != strings.TrimSuffix(full, "/") && full != "/":
+		return fmt.Errorf("skills: %q must be an absolute, clean path or one under ~/ (the agent's HOME), such as ~/.claude/skills", p)
+	case strings.HasPrefix(full, "/run/troupe") || strings.HasPrefix(full, "/opt/troupe") || full == "/":
+		return fmt.Errorf("skills: %s is troupe's own", p)
+	}
+	return nil
+}
+
+// SkillsIn is where the agent whose HOME is home reads skills; "" when
+// the stack names no folder.
+func (st *Stack) SkillsIn(home string) string {
+	switch {
+	case st.Skills == "":
+		return ""
+	case st.Skills == "~" || strings.HasPrefix(st.Skills, "~/"):
+		return path.Join(home, strings.TrimPrefix(st.Skills, "~"))
+	default:
+		return path.Clean(st.Skills)
+	}
 }
 
 func validDigest(s string) bool {

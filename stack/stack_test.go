@@ -102,11 +102,39 @@ func TestCheck(t *testing.T) {
 		{"relative to", func(s *Stack) { s.Files[0].To = "opt/s/run" }, "must be an absolute, clean path"},
 		{"troupe's folder", func(s *Stack) { s.Files[0].To = "/run/troupe/agents/x" }, "is troupe's own"},
 		{"bad digest", func(s *Stack) { s.Files[0].SHA256 = "abc" }, "sha256 must be sha256:<64 hex digits>"},
+		{"relative skills", func(s *Stack) { s.Skills = ".claude/skills" }, `skills: ".claude/skills" must be an absolute, clean path or one under ~/`},
+		{"unclean skills", func(s *Stack) { s.Skills = "~/../../etc" }, "must be an absolute, clean path"},
+		{"skills in troupe's folder", func(s *Stack) { s.Skills = "/run/troupe/agents/x" }, "skills: /run/troupe/agents/x is troupe's own"},
 	} {
 		s := ok()
 		c.change(s)
 		if err := s.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A stack's skills folder is the agent's HOME's or absolute; naming one
+// changes the stack's digest, and not naming one keeps the digest it had.
+func TestSkills(t *testing.T) {
+	base := &Stack{Name: "s", Source: "f.yaml", Command: []string{"/opt/s/run"}}
+	before := base.Digest()
+	for _, c := range []struct{ skills, want string }{
+		{"", ""},
+		{"~/.claude/skills", "/run/troupe/home/a-1/.claude/skills"},
+		{"~", "/run/troupe/home/a-1"},
+		{"/opt/skills/", "/opt/skills"},
+	} {
+		s := *base
+		s.Skills = c.skills
+		if err := s.Check(); err != nil {
+			t.Errorf("%q: %v", c.skills, err)
+		}
+		if got := s.SkillsIn("/run/troupe/home/a-1"); got != c.want {
+			t.Errorf("%q: in %q, want %q", c.skills, got, c.want)
+		}
+		if (s.Digest() == before) != (c.skills == "") {
+			t.Errorf("%q: digest %s, before %s", c.skills, s.Digest(), before)
 		}
 	}
 }
@@ -161,7 +189,7 @@ func dirDigest(t *testing.T, dir string) string {
 func TestParse(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "run"), []byte("x"), 0o755)
-	good := "stacks:\n  goose:\n    command: [/opt/goose/goose, acp]\n    files:\n      - {path: run, to: /opt/goose/goose, mode: \"0755\", sha256: " + digestOf([]byte("x")) + "}\n    env: {OPENAI_API_KEY: token}\n    fixed_env: {GOOSE_PROVIDER: openai}\n"
+	good := "stacks:\n  goose:\n    command: [/opt/goose/goose, acp]\n    skills: ~/.config/goose/skills\n    files:\n      - {path: run, to: /opt/goose/goose, mode: \"0755\", sha256: " + digestOf([]byte("x")) + "}\n    env: {OPENAI_API_KEY: token}\n    fixed_env: {GOOSE_PROVIDER: openai}\n"
 	path := filepath.Join(dir, FileName)
 	os.WriteFile(path, []byte(good), 0o644)
 	set, err := LoadFile(path)
@@ -169,7 +197,7 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := set["goose"]
-	if g == nil || g.Files[0].Path != filepath.Join(dir, "run") || g.Files[0].Mode != 0o755 || g.Source != path || g.Env["OPENAI_API_KEY"] != ValueToken {
+	if g == nil || g.Skills != "~/.config/goose/skills" || g.Files[0].Path != filepath.Join(dir, "run") || g.Files[0].Mode != 0o755 || g.Source != path || g.Env["OPENAI_API_KEY"] != ValueToken {
 		t.Fatalf("%+v", g)
 	}
 	if _, err := g.Verify(); err != nil {

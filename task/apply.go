@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/internal/located"
 )
 
@@ -183,19 +184,12 @@ func mcpServers(at locator, p *problems, list []map[string]any) (servers []MCPSe
 		if a, ok := m["args"]; ok {
 			s.Args, _ = p.asStrings(f, a)
 		}
-		s.Transport = cmp.Or(s.Transport, "sse")
+		s.Transport = cmp.Or(s.Transport, contract.TransportSSE)
 		if s.Transport == "http" {
-			s.Transport = "streamable-http"
+			s.Transport = contract.TransportStreamableHTTP
 		}
-		switch {
-		case s.Name == "":
-			p.add(f, "every MCP server needs a name")
-		case !slices.Contains([]string{"stdio", "sse", "streamable-http"}, s.Transport):
-			p.add(f, "server %s: transport %q is not stdio, sse or streamable-http", s.Name, s.Transport)
-		case s.Transport == "stdio" && s.Command == "":
-			p.add(f, "server %s: a stdio server needs a command", s.Name)
-		case s.Transport != "stdio" && s.URL == "":
-			p.add(f, "server %s: an %s server needs a url", s.Name, s.Transport)
+		if err := s.Check(); err != nil {
+			p.add(f, "%v", err)
 		}
 		servers = append(servers, s)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/internal/located"
 	"github.com/troupebench/troupe/internal/secret"
 	"github.com/troupebench/troupe/task/taskfs"
@@ -131,11 +132,9 @@ type Artifact struct {
 	Exclude             []string
 }
 
-// MCPServer is an entry of [[environment.mcp_servers]].
-type MCPServer struct {
-	Name, Transport, URL, Command string
-	Args                          []string
-}
+// MCPServer is an entry of [[environment.mcp_servers]]: the stack
+// contract's form, since it is handed to the agents as it is.
+type MCPServer = contract.MCPServer
 
 // Options change how tasks are read.
 type Options struct {

@@ -95,7 +95,7 @@ func TestLoadTaskProblems(t *testing.T) {
 			want: []string{"gpus: 1: troupe does not give trials GPUs", `os: "windows": troupe runs Linux containers only`, "a separate verifier environment is not supported yet", "multi-step tasks are not supported yet"}},
 		{name: "task name", toml: "[task]\nname = \"Parallel TF-IDF Search\"\n", parts: allParts, want: []string{"[task] name: \"Parallel TF-IDF Search\" must be in org/name form"}},
 		{name: "healthcheck and MCP", toml: "[environment.healthcheck]\ninterval_sec = -1\nretries = 0\n[[environment.mcp_servers]]\nname = \"m\"\ntransport = \"stdio\"\n", parts: allParts,
-			want: []string{"[environment.healthcheck] command: is required", "interval_sec: must be between 0 and a day", "retries: must be between 1 and 1000", "server m: a stdio server needs a command"}},
+			want: []string{"[environment.healthcheck] command: is required", "interval_sec: must be between 0 and a day", "retries: must be between 1 and 1000", "MCP server \"m\": transport stdio needs a command"}},
 		{name: "env from a host variable that is not set", toml: "[environment.env]\nTOKEN = \"${TROUPE_TEST_UNSET_VAR}\"\n", parts: allParts,
 			want: []string{"TOKEN takes ${TROUPE_TEST_UNSET_VAR} from the host, which does not set it"}},
 		{name: "artifacts", toml: "artifacts = [\"relative/path\", {source = \"/out\", destination = \"../up\"}, 3]\n", parts: allParts,

@@ -47,6 +47,7 @@ func (r *run) launch(ctx context.Context) error {
 			AgentID: ar.ID, RelayURL: relay.ContainerURL, Channel: r.id, LLMBaseURL: llm.ContainerURL + "/v1",
 			Model: ar.Endpoint, Workdir: r.workdir, Deadline: r.deadline,
 			MaxRounds: maxRounds(ar.Budget), Generation: generation(ar.Generation),
+			MCPServers: r.spec.Task.MCPServers, SkillsDir: r.spec.Task.SkillsDir,
 		}, ar.sk.Reveal(), r.gw.Token(ar.ID).Reveal())
 		env = append(env, proxyEnv(r.agentNet())...)
 		user := fmt.Sprintf("%d:%d", ar.uid, ar.gid)

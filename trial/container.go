@@ -16,6 +16,7 @@ import (
 	"github.com/troupebench/troupe/contract"
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/runtime/inside"
 	"github.com/troupebench/troupe/runtime/tunnel"
 )
 
@@ -95,13 +96,11 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 // through the tunnel, which runs as root: no exec, no copy through the
 // engine (each costs about 50 ms).
 func (r *run) prepare(ctx context.Context) error {
-	var opts struct {
-		Share string `json:"share,omitempty"`
-		GID   int    `json:"gid,omitempty"`
-	}
+	var opts inside.Prepare
 	if r.isolated() {
 		opts.Share, opts.GID = r.workdir, agentGID
 	}
+	opts.Copies = r.skillsCopies()
 	arg, _ := json.Marshal(opts)
 	inFiles := r.containerFiles()
 	uploads, err := r.stackFiles()
@@ -122,11 +121,34 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(callTimeout))
 	defer cancel()
-	if _, err := r.tun.Call(cctx, "prepare", string(arg), files.Bytes()); err != nil {
+	out, err := r.tun.Call(cctx, "prepare", string(arg), files.Bytes())
+	if err != nil {
 		return fmt.Errorf("prepare the container: %w", err)
+	}
+	for line := range strings.Lines(strings.TrimSpace(string(out))) {
+		r.log.Warn("prepare", "note", strings.TrimSpace(line))
+	}
+	if len(opts.Copies) > 0 {
+		r.log.Info("task skills copied", "from", r.spec.Task.SkillsDir, "agents", len(opts.Copies))
 	}
 	r.log.Info("container prepared", "workdir", r.workdir, "shared", r.isolated())
 	return nil
+}
+
+// skillsCopies put the task's skills folder (a folder of the container)
+// where each agent whose stack reads skills reads them, as the agent's
+// own.
+func (r *run) skillsCopies() []inside.Copy {
+	if r.spec.Oracle || r.spec.Task.SkillsDir == "" {
+		return nil
+	}
+	var out []inside.Copy
+	for _, ar := range r.agents {
+		if dst := ar.stack.SkillsIn(contract.Home(ar.ID)); dst != "" {
+			out = append(out, inside.Copy{Src: r.spec.Task.SkillsDir, Dst: dst, UID: ar.uid, GID: ar.uid})
+		}
+	}
+	return out
 }
 
 // containerFiles are what prepare unpacks: each agent's key, token and

@@ -164,17 +164,26 @@ code when the tunnel has ended (an agent running as root may have killed it).`,
 // tunnelCalls are what the host may ask of the tunnel, which runs as root
 // for as long as the trial does (or of troupe call, in an exec).
 var tunnelCalls = map[string]tunnel.Handler{
-	// prepare: arg {"share": DIR, "gid": N}; in: a tar of files to unpack at /.
+	// prepare: arg {"share": DIR, "gid": N, "copies": [{src, dst, uid, gid}]};
+	// in: a tar of files to unpack at /; out: what the copies left out.
 	"prepare": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
-		var opts struct {
-			Share string `json:"share"`
-			GID   int    `json:"gid"`
-		}
+		var opts inside.Prepare
 		if err := json.Unmarshal([]byte(arg), &opts); err != nil {
 			return fmt.Errorf("prepare: %w", err)
 		}
 		if err := inside.Unpack(in, "/"); err != nil {
 			return err
+		}
+		// What a copy left out is printed, one line each, for the trial's
+		// log.
+		for _, c := range opts.Copies {
+			skipped, err := inside.CopyTree(c)
+			if err != nil {
+				return err
+			}
+			for _, s := range skipped {
+				fmt.Fprintf(out, "copy %s to %s: left out %s\n", c.Src, c.Dst, s)
+			}
 		}
 		if opts.Share == "" {
 			return nil

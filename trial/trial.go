@@ -276,6 +276,8 @@ type run struct {
 	// sidecars are the task's running services, with what their sweep
 	// spares (compose.go).
 	sidecars []sidecar
+	// steps is a multi-step trial's progress (steps.go); nil otherwise.
+	steps *stepsRun
 }
 
 // Run runs one trial, step by step (docs/run.md), and writes its folder:
@@ -355,7 +357,7 @@ func (r *run) timeouts() map[string]float64 {
 // scaled by the multiplier. It runs from the agents' launch.
 func (r *run) agentTimeout() time.Duration {
 	d := time.Duration(r.spec.Team.Manifest.TrialBudget.TimeoutSeconds) * time.Second
-	if t := r.spec.Task.AgentTimeout; t > 0 && t < d {
+	if t := r.taskAgentTimeout(); t > 0 && t < d {
 		d = t
 	}
 	return r.env.Limits.scale(d)
@@ -462,6 +464,9 @@ func (r *run) execute(ctx context.Context) Reason {
 		return broken(ErrContainer, err)
 	}
 	endPhase(&r.res.EnvironmentSetup)
+	if len(r.spec.Task.Steps) > 0 {
+		return r.runSteps(ctx) // steps.go
+	}
 
 	r.phase("agent_setup", &r.res.AgentSetup)
 	if r.spec.Oracle {
@@ -483,7 +488,7 @@ func (r *run) execute(ctx context.Context) Reason {
 	endPhase(&r.res.AgentSetup)
 
 	r.phase("agent_execution", &r.res.AgentExecution)
-	reason := r.watch(ctx)
+	reason := r.watch(ctx, r.spec.Task.Instruction)
 	endPhase(&r.res.AgentExecution)
 	return reason
 }

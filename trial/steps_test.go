@@ -2,6 +2,7 @@ package trial
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,4 +118,86 @@ func TestMultiStepOracle(t *testing.T) {
 		t.Fatalf("%s / %s, reward %v, %+v", res.Outcome, res.CompletionReason, res.Reward, res.ExceptionInfo)
 	}
 	checkSteps(t, res, dir, 1, 1)
+}
+
+// TestRollUpAndMinReward: a trial's rewards come from its steps' as
+// Harbor derives them, and min_reward gates as Harbor's does.
+func TestRollUpAndMinReward(t *testing.T) {
+	step := func(rewards map[string]float64) trialdir.StepResult {
+		if rewards == nil {
+			return trialdir.StepResult{StepName: "broken"}
+		}
+		return trialdir.StepResult{StepName: "s", VerifierResult: &trialdir.VerifierResult{Rewards: rewards}}
+	}
+	steps := []trialdir.StepResult{step(map[string]float64{"reward": 1, "style": 0.5}), step(nil), step(map[string]float64{"reward": 0})}
+	for _, c := range []struct {
+		strategy string
+		steps    []trialdir.StepResult
+		want     map[string]float64 // nil: no verifier result
+	}{
+		// The mean over the steps with a result; a key a step lacks counts 0.
+		{"mean", steps, map[string]float64{"reward": 0.5, "style": 0.25}},
+		{"final", steps, map[string]float64{"reward": 0}},
+		{"final", steps[:2], nil},
+		{"mean", steps[1:2], nil},
+		{"mean", nil, nil},
+	} {
+		got := rollUp(c.strategy, c.steps)
+		switch {
+		case c.want == nil && got != nil, c.want != nil && (got == nil || !maps.Equal(got.Rewards, c.want)):
+			t.Errorf("%s over %d steps: %+v, want %v", c.strategy, len(c.steps), got, c.want)
+		}
+	}
+	vr := &trialdir.VerifierResult{Rewards: map[string]float64{"reward": 0.5, "style": 0.9}}
+	for _, c := range []struct {
+		min  map[string]float64
+		vr   *trialdir.VerifierResult
+		want string
+	}{
+		{nil, vr, ""},
+		{map[string]float64{"reward": 0.5}, vr, ""},
+		{map[string]float64{"reward": 0.6}, vr, "reward=0.5 below min_reward 0.6"},
+		{map[string]float64{"style": 0.8, "correctness": 0.1}, vr, "correctness missing, min_reward 0.1"},
+		{map[string]float64{"reward": -1}, nil, "reward missing, min_reward -1"}, // no verifier result: -inf
+	} {
+		if got := belowMinReward(c.min, c.vr); got != c.want {
+			t.Errorf("min_reward %v on %+v: %q, want %q", c.min, c.vr, got, c.want)
+		}
+	}
+}
+
+// TestMultiStepSetupFails: a step whose workdir/setup.sh fails runs
+// neither its agents nor its verifier, and ends the steps; as in Harbor,
+// the trial's reward is rolled up from the steps that were scored. A first
+// step's failing setup.sh leaves nothing scored: the task is broken, and
+// the trial unscored_infra.
+func TestMultiStepSetupFails(t *testing.T) {
+	env := testEnv(t)
+	task := t.TempDir()
+	if err := os.CopyFS(task, os.DirFS(helloMultiStep)); err != nil {
+		t.Fatal(err)
+	}
+	setup := filepath.Join(task, "steps", "append-content", "workdir", "setup.sh")
+	if err := os.WriteFile(setup, []byte("#!/bin/sh\necho 'no database to seed' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := runOracle(t, env, task)
+	if res.Outcome != outcome.Passed || res.Reward == nil || *res.Reward != 1 || len(res.StepResults) != 2 {
+		t.Fatalf("%s, reward %v, steps %+v", res.Outcome, res.Reward, res.StepResults)
+	}
+	if sr := res.StepResults[1]; sr.ExceptionInfo == nil || sr.ExceptionInfo.ExceptionType != ErrStepSetup || !strings.Contains(sr.ExceptionInfo.ExceptionMessage, "workdir/setup.sh exited 3: ") || !strings.Contains(sr.ExceptionInfo.ExceptionMessage, "no database to seed") ||
+		sr.VerifierResult != nil || sr.AgentExecution != nil {
+		t.Errorf("the failed step: %+v, exception %+v", sr, sr.ExceptionInfo)
+	}
+
+	// The same setup.sh as the first step's.
+	first := filepath.Join(task, "steps", "create-file", "workdir")
+	os.MkdirAll(first, 0o755)
+	if err := os.Rename(setup, filepath.Join(first, "setup.sh")); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = runOracle(t, env, task)
+	if res.Outcome != outcome.UnscoredInfra || res.ExceptionInfo == nil || res.ExceptionInfo.ExceptionType != ErrStepSetup || len(res.StepResults) != 1 {
+		t.Errorf("%s, %+v, steps %+v", res.Outcome, res.ExceptionInfo, res.StepResults)
+	}
 }

@@ -16,14 +16,7 @@ func writeSteps(t testing.TB, dir, toml string, files map[string]string) string 
 	t.Helper()
 	all := map[string]string{"task.toml": toml, "environment/Dockerfile": "FROM busybox\n"}
 	maps.Copy(all, files)
-	for name, content := range all {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return writeFiles(t, dir, all)
 }
 
 // twoSteps are the files of a task with steps one and two.

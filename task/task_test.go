@@ -24,6 +24,12 @@ func writeTask(t *testing.T, toml string, parts ...string) string {
 			"solution/solve.sh":               "#!/bin/sh\ntrue\n",
 		}[p]
 	}
+	return writeFiles(t, dir, files)
+}
+
+// writeFiles writes files (path: content) under dir, and returns dir.
+func writeFiles(t testing.TB, dir string, files map[string]string) string {
+	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		os.MkdirAll(filepath.Dir(p), 0o755)

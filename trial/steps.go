@@ -243,14 +243,7 @@ func (r *run) unpack(ctx context.Context, files []runtime.File, share bool) erro
 // stepAgents launches the team (or the oracle) for the step, with its
 // instruction, and waits for the end of their work.
 func (r *run) stepAgents(ctx context.Context, st *task.Step, sr *trialdir.StepResult) Reason {
-	broken := func(kind ErrorKind, err error) Reason {
-		if ctx.Err() != nil {
-			r.fail(ErrCancelled, context.Cause(ctx))
-			return Cancelled
-		}
-		r.fail(kind, err)
-		return InfraError
-	}
+	broken := func(kind ErrorKind, err error) Reason { return r.broken(ctx, kind, err) }
 	sr.AgentSetup = &trialdir.Timing{}
 	r.phase("step "+st.Name+": agent_setup", sr.AgentSetup)
 	spanStart(&r.res.AgentSetup, sr.AgentSetup)

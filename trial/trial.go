@@ -425,14 +425,7 @@ func (r *run) cleanupError(what string, err error) {
 
 // execute runs steps 1 to 7 and returns the completion reason.
 func (r *run) execute(ctx context.Context) Reason {
-	broken := func(kind ErrorKind, err error) Reason {
-		if ctx.Err() != nil {
-			r.fail(ErrCancelled, context.Cause(ctx))
-			return Cancelled
-		}
-		r.fail(kind, err)
-		return InfraError
-	}
+	broken := func(kind ErrorKind, err error) Reason { return r.broken(ctx, kind, err) }
 	r.phase("environment_setup", &r.res.EnvironmentSetup)
 	r.planNetwork()
 	provision := r.provision
@@ -491,6 +484,17 @@ func (r *run) execute(ctx context.Context) Reason {
 	reason := r.watch(ctx, r.spec.Task.Instruction)
 	endPhase(&r.res.AgentExecution)
 	return reason
+}
+
+// broken records what ended the agents' phase early, and returns the
+// reason: cancelled when the job was interrupted, else infra_error.
+func (r *run) broken(ctx context.Context, kind ErrorKind, err error) Reason {
+	if ctx.Err() != nil {
+		r.fail(ErrCancelled, context.Cause(ctx))
+		return Cancelled
+	}
+	r.fail(kind, err)
+	return InfraError
 }
 
 // lastWords returns the end of a log, for error messages.

@@ -307,3 +307,34 @@ func TestDoneLetsTurnsEnd(t *testing.T) {
 		t.Errorf("w-1's call after the grace: %d %s", status, typ)
 	}
 }
+
+// TestThaw: a multi-step trial's calls are frozen at each step's end and
+// thawed for the next; a spent budget's freeze holds.
+func TestThaw(t *testing.T) {
+	f := newFixture(t)
+	f.up.answerWith(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2}}`)
+	})
+	calls := int64(2)
+	tr := openLeadTrial(t, f, TrialSpec{ID: "t-thaw", Lead: "lead-1", Agents: []AgentSpec{{ID: "lead-1", Endpoint: "oa", Budget: manifest.Budget{MaxCalls: &calls}}}})
+	tr.Freeze("declared_done")
+	if status, typ := chat(t, f.g, tr, "lead-1"); status != http.StatusGone || typ != modelcall.ClassTrialEnded {
+		t.Fatalf("a call after the freeze: %d %s", status, typ)
+	}
+	if !tr.Thaw() {
+		t.Fatal("Thaw refused a freeze of the trial's own")
+	}
+	for i := range 2 {
+		if status, _ := chat(t, f.g, tr, "lead-1"); status != http.StatusOK {
+			t.Fatalf("call %d after the thaw: %d", i+1, status)
+		}
+	}
+	// The lead's max_calls is spent: the trial froze for it, and stays so.
+	if tr.Thaw() {
+		t.Error("Thaw lifted the freeze of a spent budget")
+	}
+	if status, _ := chat(t, f.g, tr, "lead-1"); status == http.StatusOK {
+		t.Error("a call after the budget was spent passed")
+	}
+}

@@ -35,6 +35,24 @@ func (t *Trial) Freeze(cause string) Frozen {
 	return *t.frozen
 }
 
+// Thaw lifts a freeze that no spent budget caused, for a trial of several
+// steps (a multi-step task) whose next step's team may call again; the
+// turns of the step that ended are over. A freeze for the lead's or the
+// trial's spent budget holds: Thaw then returns false, and the trial's
+// steps are over.
+func (t *Trial) Thaw() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.frozen != nil && t.frozen.Spent != nil {
+		return false
+	}
+	t.frozen, t.turnsUntil = nil, time.Time{}
+	for _, st := range t.agents {
+		st.midTurn = false
+	}
+	return true
+}
+
 // FreezeAfterTurns freezes the trial at its orchestrator's DONE:, as
 // Freeze does, but lets the agents' turns in progress end, within the
 // gateway's TurnGrace: an agent whose last answer asked for tools may make

@@ -378,7 +378,28 @@ func (ch *Channel) WaitReady(ctx context.Context) error {
 
 // Done is closed when the orchestrator posts its first message starting
 // with "DONE:"; DoneEvent then returns that message.
-func (ch *Channel) Done() <-chan struct{} { return ch.doneCh }
+func (ch *Channel) Done() <-chan struct{} {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.doneCh
+}
+
+// NextRound starts another round of the channel's work, for a trial of
+// several steps (a multi-step task), once the round's agents have left:
+// the orchestrator's next "DONE:" counts (Done and DoneEvent are the new
+// round's), and whoever subscribes from now on is sent none of the
+// earlier rounds' messages, so a step's team starts, as Harbor's agent
+// does, from the task's files and the step's instruction alone. The
+// transcript keeps every round.
+func (ch *Channel) NextRound() {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.stored = nil
+	if ch.done != nil {
+		ch.done = nil
+		ch.doneCh = make(chan struct{})
+	}
+}
 
 // DoneEvent returns the orchestrator's first "DONE:" message, or nil.
 func (ch *Channel) DoneEvent() *nostr.Event {

@@ -142,11 +142,14 @@ func (c *conn) readLoop() {
 }
 
 func (c *conn) finish() {
-	for id := range c.subs {
-		c.dropSub(id)
-	}
+	// The key is free before its subscriptions go: an agent seen leaving
+	// the channel (Readiness) may connect again at once (a multi-step
+	// trial relaunches its team).
 	if c.pubkey != "" {
 		c.r.releaseIdentity(c.pubkey, c)
+	}
+	for id := range c.subs {
+		c.dropSub(id)
 	}
 	cause := context.Cause(c.ctx)
 	if errors.Is(cause, errTooSlow) {

@@ -881,3 +881,54 @@ func TestSecretsAreRefused(t *testing.T) {
 		t.Errorf("the audit log does not record the 4 refusals:\n%s", audit)
 	}
 }
+
+// TestNextRound: a multi-step trial's channel takes a DONE: per round, and
+// an agent that joins a later round is sent none of the earlier rounds'
+// messages; the same key may connect again as soon as its agent is seen
+// leaving.
+func TestNextRound(t *testing.T) {
+	tr := newTrial(t, 0, nil)
+	lead := dial(t, tr.r.URL())
+	login(t, lead, tr.orch)
+	if _, err := tr.ch.Post(t.Context(), "step one", tr.orch.pk); err != nil {
+		t.Fatal(err)
+	}
+	first := message(t, tr.orch, "DONE: step one")
+	if err := lead.Publish(first); err != "" {
+		t.Fatal(err)
+	}
+	<-tr.ch.Done()
+	lead.Close()
+	waitMissing(t, tr.ch, "lead-1")
+
+	tr.ch.NextRound()
+	select {
+	case <-tr.ch.Done():
+		t.Fatal("the new round is done before its DONE:")
+	default:
+	}
+	if tr.ch.DoneEvent() != nil || len(tr.ch.Events()) != 0 {
+		t.Fatalf("after NextRound: done %v, stored %d", tr.ch.DoneEvent(), len(tr.ch.Events()))
+	}
+	again := dial(t, tr.r.URL()) // at once: no identity conflict
+	sub := login(t, again, tr.orch)
+	task, err := tr.ch.Post(t.Context(), "step two", tr.orch.pk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, sub); got.ID != task.ID {
+		t.Errorf("the new round's first message is %q, want the step's task", got.Content)
+	}
+	second := message(t, tr.orch, "DONE: step two")
+	if err := again.Publish(second); err != "" {
+		t.Fatal(err)
+	}
+	select {
+	case <-tr.ch.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second round's DONE: was not seen")
+	}
+	if got := tr.ch.DoneEvent(); got == nil || got.ID != second.ID || tr.ch.Stats().IgnoredDone != 0 || tr.ch.Stats().IdentityConflicts != 0 {
+		t.Errorf("done %v, stats %+v", got, tr.ch.Stats())
+	}
+}

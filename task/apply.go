@@ -27,6 +27,7 @@ func (t *Task) apply(tf *taskFile, at locator, p *problems, getenv func(string) 
 	warnings = t.applyTop(tf, at, p)
 	t.applyPhases(tf, at, p, getenv)
 	warnings = append(warnings, t.applyEnvironment(tf, at, p, getenv)...)
+	warnings = append(warnings, t.applySteps(tf, at, p, getenv)...)
 	// [solution] env is the oracle's, resolved when it runs, as in Harbor.
 	for _, k := range slices.Sorted(maps.Keys(tf.Solution.Env)) {
 		if v, ok := p.asString(at.at("solution", "env"), tf.Solution.Env[k]); ok {
@@ -40,8 +41,8 @@ func (t *Task) apply(tf *taskFile, at locator, p *problems, getenv func(string) 
 	return warnings
 }
 
-// applyTop reads the top level: the schema, the source, steps (refused),
-// artifacts and [task].
+// applyTop reads the top level: the schema, the source, artifacts and
+// [task] (steps.go reads [[steps]]).
 func (t *Task) applyTop(tf *taskFile, at locator, p *problems) (warnings []*located.Error) {
 	schema := tf.SchemaVersion
 	if schema == nil {
@@ -49,9 +50,6 @@ func (t *Task) applyTop(tf *taskFile, at locator, p *problems) (warnings []*loca
 	}
 	t.SchemaVersion, _ = p.asString(at.at("", "schema_version"), schema)
 	t.Source, _ = p.asString(at.at("", "source"), tf.Source)
-	if len(tf.Steps) > 0 || tf.MultiStep != nil {
-		p.add(at.at("", "steps"), "multi-step tasks are not supported yet: troupe runs a task's single instruction")
-	}
 	warnings = t.applyArtifacts(tf.Artifacts, at, p)
 	if tf.Task != nil {
 		f := at.at("task", "name")

@@ -94,6 +94,14 @@ type Task struct {
 	// SchemaVersion and Source are recorded, as Harbor does.
 	SchemaVersion, Source string
 
+	// Steps are a multi-step task's [[steps]], in order (steps.go); nil
+	// for a task of one instruction. Such a task has no Instruction, and
+	// its tests/ and solution/ are shared by its steps.
+	Steps []Step
+	// RewardStrategy is multi_step_reward_strategy, RewardMean or
+	// RewardFinal, for a task with steps; "" otherwise.
+	RewardStrategy string
+
 	// Warnings are located notes about keys Harbor does not define: the
 	// task runs without them (a strict load refuses them).
 	Warnings []string
@@ -176,9 +184,10 @@ func Load(dir string, opts Options) (*Task, error) {
 	if err := d.CheckLinks("."); err != nil {
 		r.errs = append(r.errs, err)
 	}
-	multiStep := tf != nil && len(tf.Steps) > 0 // refused above; its parts are elsewhere
+	multiStep := tf != nil && len(tf.Steps) > 0 // its parts are in steps/
 	r.instruction(multiStep)
 	r.environment(tf, opts.Getenv)
+	r.steps()
 	if d.IsFile("solution/solve.sh") {
 		t.SolutionDir = r.host("solution")
 	}
@@ -236,19 +245,28 @@ func lines(warnings []*located.Error) []string {
 	return out
 }
 
-// instruction reads instruction.md (a multi-step task, refused, has none).
+// instruction reads instruction.md; a multi-step task has none of its
+// own (Harbor ignores one there): each step has its instruction.
 func (r *folderRead) instruction(multiStep bool) {
-	instruction, err := r.d.ReadFile("instruction.md", maxInstructionBytes)
+	if !multiStep {
+		r.t.Instruction = r.readInstruction("instruction.md")
+	}
+}
+
+// readInstruction reads an instruction file of the task, which must say
+// something.
+func (r *folderRead) readInstruction(name string) string {
+	instruction, err := r.d.ReadFile(name, maxInstructionBytes)
+	file := filepath.Join(r.abs, filepath.FromSlash(name))
 	switch {
-	case multiStep:
 	case errors.Is(err, taskfs.ErrOutside):
 		// CheckLinks said it.
 	case err != nil:
-		r.problem("%s: %w", filepath.Join(r.abs, "instruction.md"), err)
+		r.problem("%s: %w", file, err)
 	case len(bytes.TrimSpace(instruction)) == 0:
-		r.problem("%s: the instruction is empty", filepath.Join(r.abs, "instruction.md"))
+		r.problem("%s: the instruction is empty", file)
 	}
-	r.t.Instruction = string(instruction)
+	return string(instruction)
 }
 
 // host is the real folder a folder of the task leads to, every link

@@ -24,6 +24,12 @@ func writeTask(t *testing.T, toml string, parts ...string) string {
 			"solution/solve.sh":               "#!/bin/sh\ntrue\n",
 		}[p]
 	}
+	return writeFiles(t, dir, files)
+}
+
+// writeFiles writes files (path: content) under dir, and returns dir.
+func writeFiles(t testing.TB, dir string, files map[string]string) string {
+	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
@@ -92,7 +98,7 @@ func TestLoadTaskProblems(t *testing.T) {
 			not: []string{`"*.ok.org"`}},
 		{name: "an allowlist of nothing", toml: "[verifier]\nnetwork_mode = \"allowlist\"\n", parts: allParts, want: []string{"[verifier] network_mode: \"allowlist\" needs allowed_hosts"}},
 		{name: "what troupe cannot run yet", toml: "[environment]\ngpus = 1\nos = \"windows\"\n[verifier]\nenvironment_mode = \"separate\"\n[[steps]]\nname = \"one\"\n", parts: allParts,
-			want: []string{"gpus: 1: troupe does not give trials GPUs", `os: "windows": troupe runs Linux containers only`, "a separate verifier environment is not supported yet", "multi-step tasks are not supported yet"}},
+			want: []string{"gpus: 1: troupe does not give trials GPUs", `os: "windows": troupe runs Linux containers only`, "a separate verifier environment is not supported yet", `missing: [[steps]] names "one"`}},
 		{name: "task name", toml: "[task]\nname = \"Parallel TF-IDF Search\"\n", parts: allParts, want: []string{"[task] name: \"Parallel TF-IDF Search\" must be in org/name form"}},
 		{name: "healthcheck and MCP", toml: "[environment.healthcheck]\ninterval_sec = -1\nretries = 0\n[[environment.mcp_servers]]\nname = \"m\"\ntransport = \"stdio\"\n", parts: allParts,
 			want: []string{"[environment.healthcheck] command: is required", "interval_sec: must be between 0 and a day", "retries: must be between 1 and 1000", "MCP server \"m\": transport stdio needs a command"}},
@@ -105,23 +111,29 @@ func TestLoadTaskProblems(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Load(writeTask(t, c.toml, c.parts...), Options{})
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not say %q:\n%v", w, err)
-				}
-			}
-			for _, w := range c.not {
-				if strings.Contains(err.Error(), w) {
-					t.Errorf("error says %q:\n%v", w, err)
-				}
-			}
+			checkSays(t, err, c.want, c.not)
 		})
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "nothing"), Options{}); err == nil || !strings.Contains(err.Error(), "a Harbor task folder holds task.toml") {
 		t.Errorf("no folder: %v", err)
+	}
+}
+
+// checkSays fails the test unless err says each of want and none of not.
+func checkSays(t *testing.T, err error, want, not []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not say %q:\n%v", w, err)
+		}
+	}
+	for _, w := range not {
+		if strings.Contains(err.Error(), w) {
+			t.Errorf("error says %q:\n%v", w, err)
+		}
 	}
 }
 

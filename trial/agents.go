@@ -42,6 +42,9 @@ func generation(g manifest.Generation) contract.Generation {
 func (r *run) launch(ctx context.Context) error {
 	r.deadline = time.Now().Add(r.agentTimeout())
 	r.exits = make(chan int, len(r.agents))
+	// A multi-step trial launches its team once a step, with new channels:
+	// each watcher keeps its own launch's.
+	exits, stop := r.exits, r.stop
 	for i, ar := range r.agents {
 		cmd, env := ar.stack.Launch(contract.Values{
 			AgentID: ar.ID, RelayURL: relay.ContainerURL, Channel: r.id, LLMBaseURL: llm.ContainerURL + "/v1",
@@ -64,8 +67,8 @@ func (r *run) launch(ctx context.Context) error {
 		r.watchers.Go(func() {
 			select {
 			case <-p.Done():
-				r.exits <- i
-			case <-r.stop:
+				exits <- i
+			case <-stop:
 			}
 		})
 	}

@@ -108,7 +108,7 @@ func (r *run) prepare(ctx context.Context) error {
 		return fmt.Errorf("prepare the container: %w", err)
 	}
 	inFiles = append(inFiles, uploads...)
-	if r.spec.Oracle {
+	if r.spec.Oracle && len(r.spec.Task.Steps) == 0 { // a step's comes before it (steps.go)
 		sol, err := r.solutionFiles()
 		if err != nil {
 			return fmt.Errorf("prepare the container: %w", err)

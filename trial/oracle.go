@@ -34,8 +34,8 @@ func OracleTeam() *manifest.Team {
 // provisionOracle is provision for the oracle: no keys, channel or tokens;
 // the solution's environment resolved; the files it writes opened.
 func (r *run) provisionOracle() error {
-	if r.spec.Task.SolutionDir == "" {
-		return fmt.Errorf("task %s has no solution/solve.sh: the oracle has nothing to run", r.spec.Task.Dir)
+	if !r.spec.Task.Solved() {
+		return fmt.Errorf("task %s has no solution/solve.sh (for a multi-step task, one for each step: steps/<name>/solution/solve.sh, else solution/solve.sh): the oracle has nothing to run", r.spec.Task.Dir)
 	}
 	env, fromHost, err := r.spec.Task.SolutionEnv(nil)
 	if err != nil {
@@ -76,6 +76,7 @@ func (r *run) solutionFiles() ([]runtime.File, error) {
 func (r *run) launchOracle(ctx context.Context) error {
 	r.deadline = time.Now().Add(r.agentTimeout())
 	r.exits = make(chan int, 1)
+	exits, stop := r.exits, r.stop
 	ar := r.agents[0]
 	user := r.img.User
 	if r.taskAgent != nil {
@@ -93,8 +94,8 @@ func (r *run) launchOracle(ctx context.Context) error {
 	r.watchers.Go(func() {
 		select {
 		case <-p.Done():
-			r.exits <- 0
-		case <-r.stop:
+			exits <- 0
+		case <-stop:
 		}
 	})
 	r.log.Info("oracle launched", "user", user, "deadline", r.deadline.Format(time.RFC3339))

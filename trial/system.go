@@ -122,6 +122,7 @@ func (r *run) checkSystem(ctx context.Context) {
 		return
 	}
 	r.res.SystemChecked = true
+	files = r.newSinceLastStep(files)
 	if len(files) == 0 {
 		return
 	}
@@ -129,6 +130,6 @@ func (r *run) checkSystem(ctx context.Context) {
 	if len(files) > maxSystemChanges {
 		files = append(files[:maxSystemChanges], fmt.Sprintf("and %d more", len(files)-maxSystemChanges))
 	}
-	r.res.SystemChanges = files
+	r.res.SystemChanges = append(r.res.SystemChanges, files...)
 	r.log.Warn("system files changed before the verifier: the verdict is marked untrusted", "files", strings.Join(files, ", "))
 }

@@ -71,6 +71,8 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 		// be the agents' doing during the verification.
 		r.fail(ErrSweep, sweepErr)
 		result = outcome.UnscoredInfra
+	case r.steps != nil:
+		result = r.stepsVerdict() // each step was verified (steps.go)
 	default:
 		result = r.verify(ctx, cctx)
 	}

@@ -276,6 +276,8 @@ type run struct {
 	// sidecars are the task's running services, with what their sweep
 	// spares (compose.go).
 	sidecars []sidecar
+	// steps is a multi-step trial's progress (steps.go); nil otherwise.
+	steps *stepsRun
 }
 
 // Run runs one trial, step by step (docs/run.md), and writes its folder:
@@ -355,7 +357,7 @@ func (r *run) timeouts() map[string]float64 {
 // scaled by the multiplier. It runs from the agents' launch.
 func (r *run) agentTimeout() time.Duration {
 	d := time.Duration(r.spec.Team.Manifest.TrialBudget.TimeoutSeconds) * time.Second
-	if t := r.spec.Task.AgentTimeout; t > 0 && t < d {
+	if t := r.taskAgentTimeout(); t > 0 && t < d {
 		d = t
 	}
 	return r.env.Limits.scale(d)
@@ -423,14 +425,7 @@ func (r *run) cleanupError(what string, err error) {
 
 // execute runs steps 1 to 7 and returns the completion reason.
 func (r *run) execute(ctx context.Context) Reason {
-	broken := func(kind ErrorKind, err error) Reason {
-		if ctx.Err() != nil {
-			r.fail(ErrCancelled, context.Cause(ctx))
-			return Cancelled
-		}
-		r.fail(kind, err)
-		return InfraError
-	}
+	broken := func(kind ErrorKind, err error) Reason { return r.broken(ctx, kind, err) }
 	r.phase("environment_setup", &r.res.EnvironmentSetup)
 	r.planNetwork()
 	provision := r.provision
@@ -462,6 +457,9 @@ func (r *run) execute(ctx context.Context) Reason {
 		return broken(ErrContainer, err)
 	}
 	endPhase(&r.res.EnvironmentSetup)
+	if len(r.spec.Task.Steps) > 0 {
+		return r.runSteps(ctx) // steps.go
+	}
 
 	r.phase("agent_setup", &r.res.AgentSetup)
 	if r.spec.Oracle {
@@ -483,9 +481,20 @@ func (r *run) execute(ctx context.Context) Reason {
 	endPhase(&r.res.AgentSetup)
 
 	r.phase("agent_execution", &r.res.AgentExecution)
-	reason := r.watch(ctx)
+	reason := r.watch(ctx, r.spec.Task.Instruction)
 	endPhase(&r.res.AgentExecution)
 	return reason
+}
+
+// broken records what ended the agents' phase early, and returns the
+// reason: cancelled when the job was interrupted, else infra_error.
+func (r *run) broken(ctx context.Context, kind ErrorKind, err error) Reason {
+	if ctx.Err() != nil {
+		r.fail(ErrCancelled, context.Cause(ctx))
+		return Cancelled
+	}
+	r.fail(kind, err)
+	return InfraError
 }
 
 // lastWords returns the end of a log, for error messages.

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/troupebench/troupe/internal/clip"
 	"github.com/troupebench/troupe/runtime"
@@ -25,12 +26,33 @@ import (
 	"github.com/troupebench/troupe/trialdir"
 )
 
+// verification is one run of a verifier: the folders staged in /tests,
+// in order (a later one's files over an earlier one's), its limit, its
+// env and user, and what closes the services before it runs.
+type verification struct {
+	tests         []string
+	limit         time.Duration
+	env           map[string]string
+	user          inside.User
+	closeServices func()
+	timing        *trialdir.Timing
+}
+
 // verify runs the task's tests/test.sh in the trial's container (step 10)
 // and reads the reward it wrote. ctx is the trial's; cctx the teardown's,
 // for closing the services before the verifier starts.
 func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
-	r.phase("verifier", &r.res.Verifier)
-	defer endPhase(&r.res.Verifier)
+	return r.runVerifier(ctx, verification{
+		tests: []string{r.spec.Task.TestsDir}, limit: r.env.Limits.scale(r.spec.Task.VerifierTimeout), env: r.spec.Task.VerifierEnv, user: r.verifier,
+		closeServices: func() { r.closeServices(cctx) }, timing: &r.res.Verifier,
+	})
+}
+
+// runVerifier runs a verification: tests/test.sh staged from v.tests, as
+// v.user, and the reward it wrote read into the result.
+func (r *run) runVerifier(ctx context.Context, v verification) outcome.Outcome {
+	r.phase("verifier", v.timing)
+	defer endPhase(v.timing)
 	broken := func(kind ErrorKind, err error, result outcome.Outcome) outcome.Outcome {
 		if ctx.Err() != nil {
 			return outcome.Cancelled
@@ -41,16 +63,20 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 	// Before troupe stages the tests: what differs from the image then is
 	// the agents' doing.
 	r.checkSystem(ctx)
-	files, err := treeFiles(r.spec.Task.TestsDir, testsDir)
-	if err != nil {
-		return broken(ErrVerifier, err, outcome.VerifierError)
+	var files []runtime.File
+	for _, dir := range v.tests {
+		tree, err := treeFiles(dir, testsDir)
+		if err != nil {
+			return broken(ErrVerifier, err, outcome.VerifierError)
+		}
+		files = append(files, tree...)
 	}
-	if err := r.stageVerifier(ctx, files); err != nil {
+	if err := r.stageVerifier(ctx, files, v.user); err != nil {
 		return broken(ErrContainer, err, outcome.UnscoredInfra)
 	}
 	// Nothing in the container may reach the relay or the gateway while
 	// the verifier runs.
-	r.closeServices(cctx)
+	v.closeServices()
 	if err := r.verifierNetwork(ctx); err != nil {
 		return broken(ErrContainer, err, outcome.UnscoredInfra)
 	}
@@ -68,14 +94,14 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 		return broken(ErrVerifier, err, outcome.VerifierError)
 	}
 	defer stderr.Close()
-	env := append(envList(r.spec.Task.VerifierEnv), proxyEnv(r.verifierNet())...)
+	env := append(envList(v.env), proxyEnv(r.verifierNet())...)
 	p, err := r.container.Exec(ctx, runtime.ExecSpec{
-		Cmd: harborScript(testsDir + "/test.sh"), Env: env, User: r.verifier.Spec(), WorkDir: r.workdir, Stdout: stdout, Stderr: stderr,
+		Cmd: harborScript(testsDir + "/test.sh"), Env: env, User: v.user.Spec(), WorkDir: r.workdir, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil {
 		return broken(ErrVerifier, fmt.Errorf("start tests/test.sh: %w", err), outcome.VerifierError)
 	}
-	limit := r.env.Limits.scale(r.spec.Task.VerifierTimeout)
+	limit := v.limit
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	code, err := p.Wait(wctx)
 	cancel()
@@ -110,14 +136,14 @@ func (r *run) verify(ctx, cctx context.Context) outcome.Outcome {
 // there (a reward written in advance, a link to a folder of theirs), gives
 // /logs/verifier to the verifier, and unpacks the task's tests/. What was
 // removed goes to trial.log and the result.
-func (r *run) stageVerifier(ctx context.Context, tests []runtime.File) error {
+func (r *run) stageVerifier(ctx context.Context, tests []runtime.File, verifier inside.User) error {
 	type dir struct {
 		Dir  string      `json:"dir"`
 		UID  int         `json:"uid"`
 		GID  int         `json:"gid"`
 		Mode fs.FileMode `json:"mode"`
 	}
-	arg, _ := json.Marshal([]dir{{testsDir, 0, 0, 0o755}, {verifierLogs, r.verifier.UID, r.verifier.GID, 0o755}})
+	arg, _ := json.Marshal([]dir{{testsDir, 0, 0, 0o755}, {verifierLogs, verifier.UID, verifier.GID, 0o755}})
 	var tar bytes.Buffer
 	if err := runtime.WriteTar(&tar, tests); err != nil {
 		return fmt.Errorf("stage the verifier: %w", err)

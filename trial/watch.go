@@ -11,11 +11,11 @@ import (
 
 // Steps 6 and 7 (docs/run.md): the task posted, and the watch for the trial's end.
 
-// watch posts the task and waits for the first thing that ends the
-// agents' work.
-func (r *run) watch(ctx context.Context) Reason {
+// watch posts the instruction (the task's, or a step's) and waits for the
+// first thing that ends the agents' work.
+func (r *run) watch(ctx context.Context, instruction string) Reason {
 	orch := r.agents[0]
-	if _, err := r.ch.Post(ctx, r.spec.Task.Instruction, orch.pk); err != nil {
+	if _, err := r.ch.Post(ctx, instruction, orch.pk); err != nil {
 		if ctx.Err() != nil {
 			return Cancelled
 		}

@@ -58,6 +58,9 @@ type TrialResult struct {
 	VerifierResult   *VerifierResult `json:"verifier_result"`
 	AgentResult      AgentResult     `json:"agent_result"`
 	ExceptionInfo    *ExceptionInfo  `json:"exception_info"`
+	// StepResults are a multi-step trial's steps, in order (steps.go);
+	// its VerifierResult and Reward are rolled up from theirs.
+	StepResults []StepResult `json:"step_results,omitempty"`
 
 	// AgentUser is isolated (each agent its own uid) or root; with root,
 	// identities were not isolated.

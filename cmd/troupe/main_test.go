@@ -426,6 +426,7 @@ func TestCompareAndViewCommands(t *testing.T) {
 // TestTasksLoad reports each task of a dataset: loaded, loaded with
 // warnings, refused with its reasons; exit 1 when any is refused.
 func TestTasksLoad(t *testing.T) {
+	root, _ := filepath.Abs("../..") // before isolate leaves this folder
 	dir := isolate(t)
 	parts := map[string]string{"instruction.md": "Do it.\n", "environment/Dockerfile": "FROM busybox\n", "tests/test.sh": "#!/bin/sh\n"}
 	for name, toml := range map[string]string{
@@ -458,6 +459,16 @@ func TestTasksLoad(t *testing.T) {
 	var r taskReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Status != "refused" || code != exitFailed || !strings.Contains(strings.Join(r.Problems, "\n"), "(refused: --strict)") {
 		t.Errorf("--json --strict: exit %d, %+v, %v\n%s", code, r, err, out)
+	}
+	// A multi-step task loads, its steps named.
+	code, out, _ = troupe(t, "tasks", "load", filepath.Join(root, "trial/testdata/tasks/hello-multi-step"))
+	if code != exitOK || !strings.Contains(out, "2 steps: create-file, append-content") {
+		t.Errorf("a multi-step task: exit %d\n%s", code, out)
+	}
+	code, out, _ = troupe(t, "tasks", "load", "--json", filepath.Join(root, "trial/testdata/tasks/hello-multi-step"))
+	r = taskReport{}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitOK || strings.Join(r.Steps, ",") != "create-file,append-content" {
+		t.Errorf("a multi-step task, --json: exit %d, %+v, %v\n%s", code, r, err, out)
 	}
 }
 

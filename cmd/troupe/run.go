@@ -298,7 +298,11 @@ func loadJobInputs(ctx context.Context, a *app, opts *runOptions, artifactRoot s
 	errs = append(errs, terr, job.RefuseKeysInTaskEnv(tasks, cfg.endpoints))
 	if opts.oracle {
 		for _, t := range tasks {
-			if t.SolutionDir == "" {
+			switch {
+			case t.Solved():
+			case len(t.Steps) > 0:
+				errs = append(errs, fmt.Errorf("task %s has no solution for each step (steps/<name>/solution/solve.sh, else solution/solve.sh): the oracle has nothing to run there", t.Dir))
+			default:
 				errs = append(errs, fmt.Errorf("task %s has no solution/solve.sh: the oracle has nothing to run there", t.Dir))
 			}
 		}

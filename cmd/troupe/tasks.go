@@ -65,9 +65,11 @@ about), 2 for a usage error.`,
 
 // taskReport is one task as tasks load reports it.
 type taskReport struct {
-	Task     string   `json:"task"`
-	Dir      string   `json:"dir"`
-	Status   string   `json:"status"` // loaded, warned, refused
+	Task   string `json:"task"`
+	Dir    string `json:"dir"`
+	Status string `json:"status"` // loaded, warned, refused
+	// Steps are a multi-step task's steps, in order.
+	Steps    []string `json:"steps,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 	Problems []string `json:"problems,omitempty"`
 }
@@ -89,6 +91,11 @@ func runTasksLoad(out io.Writer, opts tasksLoadOptions) error {
 		case len(t.Warnings) > 0:
 			r.Status, r.Warnings = "warned", t.Warnings
 		}
+		if lerr == nil {
+			for _, st := range t.Steps {
+				r.Steps = append(r.Steps, st.Name)
+			}
+		}
 		r.Task = filepath.Base(d)
 		counts[r.Status]++
 		if opts.json {
@@ -96,6 +103,9 @@ func runTasksLoad(out io.Writer, opts tasksLoadOptions) error {
 			continue
 		}
 		fmt.Fprintf(out, "%-8s %s\n", r.Status, r.Dir)
+		if len(r.Steps) > 0 {
+			fmt.Fprintf(out, "         %d steps: %s\n", len(r.Steps), strings.Join(r.Steps, ", "))
+		}
 		for _, line := range append(r.Problems, r.Warnings...) {
 			fmt.Fprintf(out, "         %s\n", line)
 		}

@@ -1,0 +1,2 @@
+#!/bin/sh
+cat /app/suffix.txt >> /app/hello.txt

@@ -1,0 +1,2 @@
+#!/bin/sh
+printf Hello > /app/hello.txt

@@ -62,6 +62,7 @@ func (g *Gateway) finish(c *call) {
 		r.Status = http.StatusTooManyRequests
 	}
 	st.settle(r)
+	st.trial.reportUnanswerable(c)
 	st.endOfAnswer(c)
 	if st.replay != nil {
 		st.trial.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/task"
@@ -33,6 +34,33 @@ func (p *Plan) CheckEndpoints(ctx context.Context, g *llm.Gateway) error {
 			errs = append(errs, fmt.Errorf("%s: close the pre-flight check: %w", c.Path, cerr))
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// ProbeEndpoints asks every endpoint the job's conditions use, once each
+// and all at once, whether it answers with its key (llm.Gateway.Probe):
+// the dry run's check that an endpoint on a closed port, or a key the
+// provider refuses, is found before any trial starts.
+func (p *Plan) ProbeEndpoints(ctx context.Context, g *llm.Gateway) error {
+	seen := map[string]bool{}
+	var names []string
+	for _, c := range p.spec.Conditions {
+		if c.Oracle {
+			continue
+		}
+		for _, a := range c.Team.Agents {
+			if !seen[a.Endpoint] {
+				seen[a.Endpoint] = true
+				names = append(names, a.Endpoint)
+			}
+		}
+	}
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { errs[i] = g.Probe(ctx, name) })
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

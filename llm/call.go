@@ -46,8 +46,16 @@ type call struct {
 	errClass   string
 	errMsg     string
 	fault      string
-	cutAfter   int
-	settled    bool
+	// body is the request as forwarded, for the gateway's retries of an
+	// upstream call; retries and retryWait are what they took.
+	body      []byte
+	retries   int
+	retryWait time.Duration
+	// harness, set by a mock with no step for the call, is why the call
+	// is the harness's failure (Unanswerable); harnessClass its code.
+	harness, harnessClass string
+	cutAfter              int
+	settled               bool
 	// asked is what the request asked beside its messages.
 	asked *modelcall.Asked
 	// request and answer are the call whole, for the agent's conversation

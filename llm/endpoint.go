@@ -35,6 +35,21 @@ type Endpoint struct {
 	// Scenario names the mock scenario (a built-in name or a file); it
 	// defaults to Name without its "mock/" prefix.
 	Scenario string
+	// Retries is how many times the gateway retries a call the upstream
+	// could not take (429, 5xx, 529, a connection that failed before an
+	// answer) before the agent sees the failure; nil is DefaultRetries.
+	Retries *int
+}
+
+// DefaultRetries is an endpoint's retries when it sets none.
+const DefaultRetries = 4
+
+// retries is the endpoint's retry budget per call.
+func (e Endpoint) retries() int {
+	if e.Retries == nil {
+		return DefaultRetries
+	}
+	return *e.Retries
 }
 
 // Endpoints is the endpoints: section of troupe's configuration, by name.
@@ -75,7 +90,7 @@ func ParseEndpoints(d *yaml11.Decoder, n *yaml11.Node, path string) Endpoints {
 func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) (Endpoint, bool) {
 	before := d.Count()
 	ep := Endpoint{Name: name}
-	var baseURL, keyEnv, scenario *yaml11.Node
+	var baseURL, keyEnv, scenario, retries *yaml11.Node
 	ok := d.Struct(n, path, []yaml11.Field{
 		{Name: "api", Required: true, Decode: func(n *yaml11.Node, path string) {
 			s, ok := d.String(n, path)
@@ -109,6 +124,17 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 			scenario = n
 			ep.Scenario, _ = d.String(n, path)
 		}},
+		{Name: "retries", Decode: func(n *yaml11.Node, path string) {
+			retries = n
+			if v, ok := d.Int(n, path); ok {
+				if v < 0 || v > 20 {
+					d.Errorf(n, path, "must be between 0 (the agent sees every failure) and 20; found %d", v)
+					return
+				}
+				r := int(v)
+				ep.Retries = &r
+			}
+		}},
 	}, map[string]string{
 		"api_key": "troupe never reads a key from a file; put it in an environment variable and name that with api_key_env",
 		"key":     "troupe never reads a key from a file; put it in an environment variable and name that with api_key_env",
@@ -127,6 +153,9 @@ func parseEndpoint(d *yaml11.Decoder, name string, n *yaml11.Node, path string) 
 	case Mock:
 		if baseURL != nil {
 			d.Errorf(baseURL, yaml11.Key(path, "base_url"), "a mock endpoint calls no upstream; remove base_url")
+		}
+		if retries != nil {
+			d.Errorf(retries, yaml11.Key(path, "retries"), "a mock endpoint is never retried: what its scenario scripts is what the agent sees; remove retries")
 		}
 		if keyEnv != nil {
 			d.Errorf(keyEnv, yaml11.Key(path, "api_key_env"), "a mock endpoint needs no key; remove api_key_env")

@@ -53,6 +53,9 @@ func TestParseEndpointsRules(t *testing.T) {
 	tests := []struct{ doc, want string }{
 		{"endpoints: {a: {base_url: http://x}}", `missing required key "api"`},
 		{"endpoints: {a: {api: grpc}}", "must be openai, anthropic or mock"},
+		{"endpoints: {a: {api: openai, base_url: http://x, retries: 21}}", "must be between 0 (the agent sees every failure) and 20; found 21"},
+		{"endpoints: {a: {api: openai, base_url: http://x, retries: -1}}", "must be between 0"},
+		{"endpoints: {mock/a: {api: mock, retries: 2}}", "a mock endpoint is never retried"},
 		{"endpoints: {a: {api: openai}}", "needs base_url"},
 		{"endpoints: {a: {api: openai, base_url: example.com}}", "http:// or https:// URL"},
 		{"endpoints: {a: {api: openai, base_url: 'https://user:pw@x.com'}}", "must not carry credentials"},

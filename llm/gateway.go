@@ -49,6 +49,9 @@ type Gateway struct {
 	// defaults New sets.
 	BodyTimeout time.Duration
 	IdleTimeout time.Duration
+	// RetryBase is the first backoff of an upstream call's retries (when
+	// the upstream asks for no wait); 0 is 500 ms. Tests shorten it.
+	RetryBase time.Duration
 	// DrainGrace is how long the gateway keeps reading a real upstream's
 	// answer that has started after its agent hung up or its trial closed,
 	// for the usage the provider reports at the end and bills anyway. Calls

@@ -200,10 +200,17 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 	t.Helper()
 	up := newUpstream(t)
 	f := &fixture{up: up, logs: t.TempDir(), logBuf: &syncbuf.Buffer{}}
+	// oa and an pass every upstream failure to the agent (retries: 0), as
+	// the tests of what agents see want; oar retries as endpoints do by
+	// default, and down is a closed port.
+	noRetries := 0
 	f.g = New(Endpoints{
-		"oa": {Name: "oa", API: modelcall.OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "TEST_OA_KEY", Model: "upstream-model-o"},
-		"an": {Name: "an", API: modelcall.Anthropic, BaseURL: up.srv.URL, APIKeyEnv: "TEST_AN_KEY", Model: "upstream-model-a"},
+		"oa":   {Name: "oa", API: modelcall.OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "TEST_OA_KEY", Model: "upstream-model-o", Retries: &noRetries},
+		"an":   {Name: "an", API: modelcall.Anthropic, BaseURL: up.srv.URL, APIKeyEnv: "TEST_AN_KEY", Model: "upstream-model-a", Retries: &noRetries},
+		"oar":  {Name: "oar", API: modelcall.OpenAI, BaseURL: up.srv.URL + "/v1", APIKeyEnv: "TEST_OA_KEY", Model: "upstream-model-o"},
+		"down": {Name: "down", API: modelcall.OpenAI, BaseURL: closedURL(t) + "/v1", APIKeyEnv: "TEST_OA_KEY", Model: "m"},
 	})
+	f.g.RetryBase = 10 * time.Millisecond
 	f.g.Getenv = func(k string) string { return map[string]string{"TEST_OA_KEY": realKey, "TEST_AN_KEY": realKey}[k] }
 	f.g.Scenarios = fstest.MapFS{"script.yaml": {Data: []byte(testScenario)}, "stuck.yaml": {Data: []byte(stuckScenario)}, "responses.yaml": {Data: []byte(responsesScenario)}, "sidecalls.yaml": {Data: []byte(sideCallScenario)}}
 	f.g.Logger = slog.New(slog.NewTextHandler(f.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -225,7 +232,7 @@ func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 		t.Cleanup(func() { file.Close() })
 		agents[i].Log = file
 	}
-	prices := map[string]manifest.Price{"oa": testPrice, "an": testPrice, "mock/script": testPrice, "mock/stuck": testPrice, "mock/responses": testPrice, "mock/sidecalls": testPrice}
+	prices := map[string]manifest.Price{"oa": testPrice, "an": testPrice, "oar": testPrice, "down": testPrice, "mock/script": testPrice, "mock/stuck": testPrice, "mock/responses": testPrice, "mock/sidecalls": testPrice}
 	trial, err := f.g.OpenTrial(TrialSpec{ID: "t1", Channel: "chan-1", UserPubkey: "uu", Agents: agents, Prices: prices})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func (g *Gateway) finish(c *call) {
 		Model: st.endpoint.Model, API: c.api, Stream: c.stream, Status: c.status,
 		LatencyMS: ms(end.Sub(c.start)), ErrorClass: c.errClass, Error: c.errMsg, RetryAfter: c.retryAfter, Fault: c.fault,
 		Asked: c.asked, Replayed: c.replayed != nil, Uncounted: !c.admitted,
+		Retries: c.retries, RetryWaitMS: ms(c.retryWait),
 	}
 	if !c.firstByte.IsZero() {
 		r.TTFBMS = ms(c.firstByte.Sub(c.start))
@@ -62,6 +63,7 @@ func (g *Gateway) finish(c *call) {
 		r.Status = http.StatusTooManyRequests
 	}
 	st.settle(r)
+	st.trial.reportUnanswerable(c)
 	st.endOfAnswer(c)
 	if st.replay != nil {
 		st.trial.mu.Lock()

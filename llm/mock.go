@@ -42,6 +42,7 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	step, n, err := cur.take(req)
 	if es, ok := errors.AsType[*errScript](err); ok {
+		c.harness, c.harnessClass = es.msg, es.code
 		return mockError(r, c.api, http.StatusInternalServerError, es.code, es.msg, 0), nil
 	}
 	if err := wait(r.Context(), step.Delay); err != nil {
@@ -60,12 +61,14 @@ func (m *mockTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	facts.Last = req.LastText
 	reply, err := cur.render(step.Reply, facts)
 	if err != nil {
+		c.harness, c.harnessClass = err.Error(), "mock_template_error"
 		return mockError(r, c.api, http.StatusInternalServerError, "mock_template_error", err.Error(), 0), nil
 	}
 	var calls []renderedCall
 	for i, tc := range step.ToolCalls {
 		args, err := cur.renderArgs(tc.Arguments, facts)
 		if err != nil {
+			c.harness, c.harnessClass = err.Error(), "mock_template_error"
 			return mockError(r, c.api, http.StatusInternalServerError, "mock_template_error", err.Error(), 0), nil
 		}
 		if args == nil {

@@ -86,7 +86,7 @@ func (g *Gateway) route(r *http.Request) (*http.Response, error) {
 	if c.st.endpoint.API == Mock {
 		return g.mock.RoundTrip(r)
 	}
-	return g.Transport.RoundTrip(r)
+	return g.upstream(r, c)
 }
 
 // meterResponse keeps the headers the APIs define and meters the body: a

@@ -164,6 +164,7 @@ func (g *Gateway) dispatch(w http.ResponseWriter, r *http.Request, c *call, body
 // own context.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, c *call, body []byte) {
 	out := r.Clone(c.ctx)
+	c.body = body
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	g.proxy.ServeHTTP(w, out)

@@ -79,6 +79,8 @@ type Trial struct {
 	total     modelcall.Totals
 	exhausted *Exhaustion
 	events    chan Exhaustion
+	// unanswerable holds the first call the harness could not answer.
+	unanswerable chan Unanswerable
 	// frozen is set once, by Freeze or by the lead's or the trial's spent
 	// budget: from then on no call is admitted.
 	frozen *Frozen
@@ -113,7 +115,7 @@ type agentState struct {
 // (or be mock/<scenario>) and priced, and every mock scenario must load.
 func (g *Gateway) OpenTrial(spec TrialSpec) (*Trial, error) {
 	t := &Trial{g: g, spec: spec, agents: map[string]*agentState{}, tokens: map[string]secret.Secret{}, events: make(chan Exhaustion, len(spec.Agents)+1),
-		calls: map[*call]struct{}{}, idle: make(chan struct{})}
+		unanswerable: make(chan Unanswerable, 1), calls: map[*call]struct{}{}, idle: make(chan struct{})}
 	var errs []error
 	if spec.Replay != nil {
 		var err error

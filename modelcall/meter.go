@@ -41,6 +41,12 @@ type Record struct {
 	RetryAfter string `json:"retry_after,omitempty"`
 	// Fault names an injected fault that shaped the call.
 	Fault string `json:"fault,omitempty"`
+	// Retries counts the upstream's answers the gateway retried on the
+	// agent's behalf (a 429, a 5xx, a connection that failed before an
+	// answer), and RetryWaitMS the time it waited between them: part of
+	// LatencyMS, never charged (a refused attempt has no usage).
+	Retries     int     `json:"retries,omitempty"`
+	RetryWaitMS float64 `json:"retry_wait_ms,omitempty"`
 	// Asked is what the call asked beside its messages (effort, output
 	// limit); nil when it asked nothing.
 	Asked *Asked `json:"asked,omitempty"`

@@ -91,6 +91,12 @@ const (
 	ErrRewardFile      ErrorKind = "RewardFileError"
 	ErrUser            ErrorKind = "UserError"
 	ErrHealthcheck     ErrorKind = "HealthcheckError"
+	// A model call the harness could not answer (llm.Unanswerable): its
+	// endpoint unreachable, its key refused, a mock scenario with no step
+	// for it.
+	ErrEndpointUnreachable ErrorKind = "EndpointUnreachable"
+	ErrEndpointAuth        ErrorKind = "EndpointAuthError"
+	ErrMockScenario        ErrorKind = "MockScenarioError"
 )
 
 // Backend is what a trial needs of a container backend (runtime/docker,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/contract"
+	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/modelcall"
 )
 
@@ -26,6 +27,7 @@ func (r *run) watch(ctx context.Context, instruction string) Reason {
 	timer := time.NewTimer(time.Until(r.deadline))
 	defer timer.Stop()
 	exhausted := r.gw.Exhausted()
+	unanswerable := r.gw.Unanswerable()
 	diverged := r.gw.Diverged() // nil, which never receives, unless a replay
 	for {
 		select {
@@ -49,6 +51,13 @@ func (r *run) watch(ctx context.Context, instruction string) Reason {
 			if ex.Agent == "" || ex.Agent == orch.ID {
 				return r.endDecision(BudgetExhausted)
 			}
+		case u := <-unanswerable:
+			// The harness failed the team: not the roster's score. The
+			// calls are frozen first, so nothing after counts.
+			r.gw.Freeze(string(InfraError))
+			r.log.Info("model call unanswerable", "agent", u.Agent, "endpoint", u.Endpoint, "class", u.Class)
+			r.fail(unanswerableKind(u), u)
+			return InfraError
 		case i := <-r.exits:
 			ar := r.exited(i)
 			if code := r.res.Agents[i].ExitCode; code != nil && *code == contract.ExitCannotWork {
@@ -89,6 +98,17 @@ func (r *run) endDecision(reason Reason) Reason {
 		return DeclaredDone
 	}
 	return reason
+}
+
+// unanswerableKind is the exception type of an unanswerable call.
+func unanswerableKind(u llm.Unanswerable) ErrorKind {
+	switch u.Class {
+	case modelcall.ClassUnreachable:
+		return ErrEndpointUnreachable
+	case modelcall.ClassAuth:
+		return ErrEndpointAuth
+	}
+	return ErrMockScenario
 }
 
 func (r *run) allExited() bool {

@@ -17,7 +17,7 @@ import (
 
 // dryRun is troupe run's pre-flight alone, and the plan it checked: the
 // job planned and every endpoint checked on a gateway that is opened and
-// closed, what an earlier run left in the job folder read, each build's
+// closed, and asked for its models with its key, what an earlier run left in the job folder read, each build's
 // name on a cluster worked out; no container, nothing written. The plan
 // is printed as a listing, or as JSON.
 func dryRun(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, spec job.Spec, asJSON bool) (err error) {
@@ -36,6 +36,9 @@ func dryRun(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, spec j
 	}
 	if err := plan.CheckEndpoints(ctx, gw); err != nil {
 		return err
+	}
+	if err := plan.ProbeEndpoints(ctx, gw); err != nil {
+		return fmt.Errorf("pre-flight: %w", err)
 	}
 	plan.Resume()
 	v, err := a.settings(cmd, "image_repo")

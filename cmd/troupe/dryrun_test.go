@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/troupebench/troupe/job"
@@ -93,5 +97,60 @@ func TestRunDryRunSaysWhatItCouldNotCheck(t *testing.T) {
 	var plan job.Plan
 	if err := json.Unmarshal([]byte(out), &plan); code != exitOK || err != nil || len(plan.Stacks) != 1 || len(plan.Stacks[0].Unchecked) != 1 {
 		t.Errorf("exit %d, %v: %+v", code, err, plan.Stacks)
+	}
+}
+
+// TestDryRunProbesEndpoints: the dry run asks each endpoint for its models
+// with its key, so an endpoint on a closed port or a key the provider
+// refuses is found before anything starts; an endpoint that answers
+// passes, even one with no models route.
+func TestDryRunProbesEndpoints(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	hello := filepath.Join(root, "examples/tasks/hello-world")
+	doc, err := os.ReadFile(filepath.Join(root, "examples/manifests/solo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	var asked atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Store(r.URL.Path + " " + r.Header.Get("Authorization"))
+		if r.Header.Get("Authorization") != "Bearer sk-good" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		http.NotFound(w, r) // no models route: still there
+	}))
+	t.Cleanup(up.Close)
+	dir := isolate(t)
+	write(t, filepath.Join(dir, "m.yaml"), strings.ReplaceAll(string(doc), "mock/hello-solo", "prov"))
+	for _, c := range []struct {
+		name, baseURL, key string
+		ok                 bool
+		says               string
+	}{
+		{"closed port", "http://" + closed + "/v1", "sk-good", false, "endpoint prov cannot be reached at http://" + closed + "/v1"},
+		{"key refused", up.URL + "/v1", "sk-bad", false, "endpoint prov: " + up.URL + "/v1 answered 401 to " + up.URL + "/v1/models: it refuses the key in $TROUPE_TEST_PROBE_KEY"},
+		{"answers", up.URL + "/v1", "sk-good", true, "pre-flight passed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("TROUPE_TEST_PROBE_KEY", c.key)
+			write(t, filepath.Join(dir, "troupe.yaml"), "endpoints:\n  prov:\n    api: openai\n    base_url: "+c.baseURL+"\n    api_key_env: TROUPE_TEST_PROBE_KEY\n    model: m\n")
+			code, out, errOut := troupe(t, "run", "m.yaml", "--tasks", hello, "--dry-run")
+			if (code == exitOK) != c.ok || !strings.Contains(out+errOut, c.says) {
+				t.Errorf("exit %d, want %q:\n%s%s", code, c.says, out, errOut)
+			}
+			if strings.Contains(out+errOut, c.key) {
+				t.Errorf("the output holds the key:\n%s%s", out, errOut)
+			}
+		})
+	}
+	if got, _ := asked.Load().(string); got != "/v1/models Bearer sk-good" {
+		t.Errorf("the upstream was asked %q", got)
 	}
 }

@@ -37,9 +37,13 @@ func ParseHostPathRule(s string) (HostPathRule, error) {
 	return r, nil
 }
 
+// String is the rule as ParseHostPathRule reads it back.
 func (r HostPathRule) String() string {
-	if r.Write {
+	switch {
+	case r.Write:
 		return r.Path + ":rw"
+	case strings.HasSuffix(r.Path, ":rw"), strings.HasSuffix(r.Path, ":ro"):
+		return r.Path + ":ro"
 	}
 	return r.Path
 }

@@ -153,3 +153,20 @@ func TestHostPathsAllow(t *testing.T) {
 		t.Error(":rw parsed")
 	}
 }
+
+// FuzzParseHostPathRule: any --allow-host-path value is read or refused
+// without a panic, and a rule read back from its String is the same.
+func FuzzParseHostPathRule(f *testing.F) {
+	for _, s := range []string{"/a", "/a:rw", "/a:ro", "/a:rw:ro", ":rw", "", "rel/x:rw"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseHostPathRule(s)
+		if err != nil {
+			return
+		}
+		if back, err := ParseHostPathRule(r.String()); err != nil || back != r {
+			t.Errorf("%q read as %+v, written %q, read back as %+v %v", s, r, r.String(), back, err)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package task
 import (
 	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
 )
@@ -48,7 +49,7 @@ func (c *serviceCheck) volume(v types.ServiceVolumeConfig) {
 		where = v.Source + ":" + v.Target
 	}
 	switch {
-	case c.main && v.Source != "" && (v.Source == hostLogs || filepath.Dir(v.Source) == hostLogs):
+	case c.main && (v.Source == hostLogs || strings.HasPrefix(v.Source, hostLogs+"/")):
 		return // Harbor's log mounts: troupe copies logs out
 	case v.Type == types.VolumeTypeVolume && v.Source == "":
 		c.refuse("volumes", "%s: an anonymous volume is not supported: a trial keeps nothing beyond its container's filesystem; leave it out (the path is then the image's)", v.Target)

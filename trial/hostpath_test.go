@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 )
@@ -60,6 +61,10 @@ func TestHostPathMounted(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("%s was written on the host through a read-only bind", f)
 		}
+	}
+
+	if left, err := testRT.List(t.Context(), map[string]string{runtime.LabelJob: env.JobID}); err != nil || len(left) != 0 {
+		t.Errorf("left behind: %v %v", left, err)
 	}
 
 	env.HostPaths = HostPaths{}

@@ -59,6 +59,20 @@ type PlanTask struct {
 	Name   string `json:"name"`
 	Path   string `json:"path"`
 	Digest string `json:"digest"`
+	// HostPaths are the host paths its compose file binds, each as the
+	// trials mount it.
+	HostPaths []PlanHostPath `json:"host_paths,omitempty"`
+}
+
+// PlanHostPath is a task's bind of a host path: the service, the path
+// as the compose file gives it and as mounted (links resolved), where,
+// and whether the service may write there.
+type PlanHostPath struct {
+	Service string `json:"service"`
+	Source  string `json:"source"`
+	Host    string `json:"host"`
+	Target  string `json:"target"`
+	Write   bool   `json:"write"`
 }
 
 // PlanStack is a stack the plan's agents run: where it is defined, the
@@ -144,9 +158,19 @@ func NewPlan(spec Spec) (*Plan, error) {
 		c := byName[name]
 		p.Conditions = append(p.Conditions, PlanCondition{Name: name, Manifest: c.Path, ManifestHash: c.Team.Manifest.Hash(), Oracle: c.Oracle, Agents: agentStacks(c)})
 	}
+	var bindErrs []error
 	for _, t := range spec.Tasks {
-		p.Tasks = append(p.Tasks, PlanTask{Name: t.Name, Path: t.Dir, Digest: t.Digest})
+		pt := PlanTask{Name: t.Name, Path: t.Dir, Digest: t.Digest}
+		binds, err := spec.HostPaths.Binds(t)
+		bindErrs = append(bindErrs, err)
+		for _, b := range binds {
+			pt.HostPaths = append(pt.HostPaths, PlanHostPath{Service: b.Service, Source: b.Source, Host: b.Host, Target: b.Target, Write: b.Write})
+		}
+		p.Tasks = append(p.Tasks, pt)
 		p.Images = append(p.Images, TaskImages(t)...)
+	}
+	if err := errors.Join(bindErrs...); err != nil {
+		return nil, err
 	}
 	p.Stacks = planStacks(spec.Conditions)
 	for attempt := 1; attempt <= spec.Attempts; attempt++ {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -48,7 +49,7 @@ func TestPlanOfASmallJob(t *testing.T) {
 	if len(p.Conditions) != 2 || p.Conditions[0].Name != "hello-solo-mock" || p.Conditions[0].ManifestHash != solo.Team.Manifest.Hash() || p.Conditions[1].Manifest != wrong.Path {
 		t.Errorf("conditions %+v", p.Conditions)
 	}
-	if len(p.Tasks) != 2 || p.Tasks[1] != (PlanTask{Name: "compose", Path: compose.Dir, Digest: compose.Digest}) {
+	if len(p.Tasks) != 2 || !reflect.DeepEqual(p.Tasks[1], PlanTask{Name: "compose", Path: compose.Dir, Digest: compose.Digest}) {
 		t.Errorf("tasks %+v", p.Tasks)
 	}
 	builtin, _ := solo.Stacks.Resolve(stack.Builtin)

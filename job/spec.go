@@ -51,6 +51,9 @@ type Spec struct {
 	// Sequential runs the job in rounds until its conditions are decided
 	// (troupe run --until-decided); Attempts bounds the rounds.
 	Sequential *Sequential
+	// HostPaths are the host paths the tasks may bind (--allow-host-path):
+	// a task binding another is refused by the plan, before any trial.
+	HostPaths trial.HostPaths
 }
 
 // CheckStacks resolves the stack each roster entry's harness names and

@@ -176,6 +176,17 @@ type ContainerSpec struct {
 	// waits for. Removing the container removes them and their network.
 	Services  []ServiceSpec
 	DependsOn []Dependency
+	// Mounts are host paths bound into the container: a task's compose
+	// binds the user allowed (troupe run --allow-host-path). A backend
+	// that cannot bind host paths refuses the container.
+	Mounts []Mount
+}
+
+// Mount binds a host path (a folder or a file, resolved: no link on the
+// way) at Target in a container; ReadOnly unless the user allowed writes.
+type Mount struct {
+	Source, Target string
+	ReadOnly       bool
 }
 
 // File is one file or folder to copy into a container.
@@ -308,6 +319,8 @@ type ServiceSpec struct {
 	CPUs     float64
 	MemoryMB int64
 	Pids     int64
+	// Mounts are host paths bound into the service, as ContainerSpec's.
+	Mounts []Mount
 }
 
 // Sidecar is a started service of a trial container: the container an

@@ -219,71 +219,131 @@ func (t *Task) size(at locator, p *problems, name string, mb, old any) int64 {
 
 // network reads Harbor's network policy (schema 1.3: network_mode public,
 // no-network or allowlist, with allowed_hosts; allow_internet, the older
-// switch, when no mode is set) for the agents' phase and the verifier's:
-// each takes its own table's mode, else the environment's, else the
-// internet, as in Harbor.
+// switch) for the agents' phase and the verifier's, exactly as Harbor's
+// models do (src/harbor/models/task/config.py, cited below): [environment]
+// is the baseline, public unless it says otherwise; [agent] and [verifier]
+// override it for their phase when they set network_mode.
 func network(at locator, p *problems, tf *taskFile) (agents, verifier Network) {
 	env := tf.Environment
-	mode, _ := p.asString(at.at("environment", "network_mode"), env.NetworkMode)
-	if mode == "" && env.AllowedHosts == nil && env.AllowInternet != nil {
+	base := baselineNetwork(at, p, env.NetworkMode, env.AllowedHosts)
+	// TaskConfig._apply_legacy_allow_internet (config.py:631-644):
+	// allow_internet counts only when the table sets neither network_mode
+	// nor allowed_hosts.
+	if env.NetworkMode == nil && env.AllowedHosts == nil && env.AllowInternet != nil {
 		if allow, ok := p.asBool(at.at("environment", "allow_internet"), env.AllowInternet); ok && !allow {
-			mode = string(NoNetwork)
+			base.Mode = NoNetwork
 		}
 	}
-	base := policy(at, p, "environment", mode, env.AllowedHosts)
-	if base.Mode == "" {
-		base.Mode = Public
+	agents, verifier = base, base
+	if n, ok := phaseNetwork(at, p, "agent", tf.Agent.NetworkMode, tf.Agent.AllowedHosts); ok {
+		agents = n
 	}
-	phase := func(table string, mode, hosts any) Network {
-		m, _ := p.asString(at.at(table, "network_mode"), mode)
-		if m == "" && hosts == nil {
-			return base
-		}
-		n := policy(at, p, table, m, hosts)
-		if n.Mode == "" {
-			return base
-		}
-		return n
+	if n, ok := phaseNetwork(at, p, "verifier", tf.Verifier.NetworkMode, tf.Verifier.AllowedHosts); ok {
+		verifier = n
 	}
-	return phase("agent", tf.Agent.NetworkMode, tf.Agent.AllowedHosts), phase("verifier", tf.Verifier.NetworkMode, tf.Verifier.AllowedHosts)
+	return agents, verifier
 }
 
-// policy checks one table's network_mode and allowed_hosts as Harbor does,
-// and returns them (Mode "" when none is set).
-func policy(at locator, p *problems, table, mode string, hosts any) Network {
+// baselineNetwork reads [environment] network_mode and allowed_hosts as
+// Harbor's BaselineNetworkPolicyConfig does: network_mode defaults to
+// public (config.py:146-147), so allowed_hosts alone is public with
+// hosts, which Harbor refuses (config.py:40-43, "allowed_hosts is only
+// valid when network_mode='allowlist'"), and an empty allowed_hosts alone
+// is public.
+func baselineNetwork(at locator, p *problems, mode, hosts any) Network {
+	n := Network{Mode: Public}
+	if mode != nil {
+		n.Mode = networkMode(at, p, "environment", mode)
+	}
+	return checkPolicy(at, p, "environment", n.Mode, hosts)
+}
+
+// phaseNetwork reads one phase's override ([agent], [verifier], and a
+// step's) as Harbor's PhaseNetworkPolicyConfig does: the phase has its own
+// network only when it sets network_mode (explicit_phase_policy), and
+// allowed_hosts without network_mode is refused, even an empty list
+// (config.py:96-100, _validate_network_policy_fields; config.py:134-140). ok is false when
+// the phase takes the baseline's.
+func phaseNetwork(at locator, p *problems, table string, mode, hosts any) (n Network, ok bool) {
+	if mode == nil {
+		if hosts != nil {
+			p.add(at.at(table, "allowed_hosts"), "is only valid with network_mode = \"allowlist\" (Harbor refuses it otherwise too: a phase without network_mode takes [environment]'s network); add network_mode = \"allowlist\" to this table")
+			checkHosts(at, p, table, hosts)
+		}
+		return Network{}, false
+	}
+	m := networkMode(at, p, table, mode)
+	if m == "" {
+		return Network{}, false
+	}
+	return checkPolicy(at, p, table, m, hosts), true
+}
+
+// networkMode reads a network_mode: one of Harbor's three, spelled as
+// Harbor spells them (its enum, config.py:20-25, refuses "PUBLIC" and
+// ""); "" when refused.
+func networkMode(at locator, p *problems, table string, mode any) NetworkMode {
 	f := at.at(table, "network_mode")
-	switch NetworkMode(mode) {
-	case "", Public, NoNetwork, Allowlist:
-	default:
-		p.add(f, "%q is not public, no-network or allowlist", mode)
-		return Network{}
-	}
-	n := Network{Mode: NetworkMode(mode)}
-	if hosts == nil {
-		if n.Mode == Allowlist {
-			p.add(f, "\"allowlist\" needs allowed_hosts: the hosts the trial may reach")
-		}
-		return n
-	}
-	hf := at.at(table, "allowed_hosts")
-	list, ok := p.asStrings(hf, hosts)
-	switch {
+	s, ok := p.asString(f, mode)
+	switch m := NetworkMode(s); {
 	case !ok:
-	case n.Mode != Allowlist:
-		// Harbor refuses it too: hosts alone would otherwise silently mean
-		// either everything or nothing.
-		p.add(hf, "is only valid with network_mode = \"allowlist\" (Harbor refuses it otherwise too); add network_mode = \"allowlist\" to this table")
-	case len(list) == 0:
-		p.add(hf, "must name at least one host with network_mode = \"allowlist\"")
+	case m == Public, m == NoNetwork, m == Allowlist:
+		return m
+	default:
+		p.add(f, "%q is not public, no-network or allowlist", s)
 	}
-	for _, h := range list {
-		if err := checkHost(h); err != nil {
-			p.add(hf, "%q: %v", h, err)
-			continue
-		}
-		n.AllowedHosts = append(n.AllowedHosts, strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), "."))
+	return ""
+}
+
+// checkPolicy is Harbor's NetworkPolicy.validate_allowed_hosts
+// (config.py:34-44) for a table whose mode is m ("" when it was refused):
+// an allowlist needs hosts, and hosts need an allowlist; an empty list
+// with public or no-network is accepted.
+func checkPolicy(at locator, p *problems, table string, m NetworkMode, hosts any) Network {
+	list, given := checkHosts(at, p, table, hosts)
+	n := Network{Mode: m}
+	switch {
+	case m == "", hosts != nil && given < 0:
+		// refused already
+	case m == Allowlist && hosts == nil:
+		p.add(at.at(table, "network_mode"), "\"allowlist\" needs allowed_hosts: the hosts the trial may reach")
+	case m == Allowlist && given == 0:
+		p.add(at.at(table, "allowed_hosts"), "must name at least one host with network_mode = \"allowlist\"")
+	case m != Allowlist && given > 0:
+		p.add(at.at(table, "allowed_hosts"), "is only valid with network_mode = \"allowlist\", not %q (Harbor refuses it otherwise too); make this table's network_mode \"allowlist\"", m)
+	case m == Allowlist:
+		n.AllowedHosts = list
 	}
 	return n
+}
+
+// checkHosts reads allowed_hosts as Harbor's field validator does
+// (config.py:54-83, _validate_allowed_host_names, run before the mode is
+// looked at): each a host name or "*." and one, normalized (trimmed, lower
+// case, trailing dots dropped); a refused host is left out. given is how
+// many the table lists, -1 when it lists none or not as a list.
+func checkHosts(at locator, p *problems, table string, hosts any) (list []string, given int) {
+	if hosts == nil {
+		return nil, -1
+	}
+	f := at.at(table, "allowed_hosts")
+	all, ok := p.asStrings(f, hosts)
+	if !ok {
+		return nil, -1
+	}
+	for _, h := range all {
+		if err := checkHost(h); err != nil {
+			p.add(f, "%q: %v", h, err)
+			continue
+		}
+		list = append(list, normalHost(h))
+	}
+	return list, len(all)
+}
+
+// normalHost is a host as Harbor keeps it: `host.strip().lower().rstrip(".")`.
+func normalHost(h string) string {
+	return strings.TrimRight(strings.ToLower(strings.TrimSpace(h)), ".")
 }
 
 var hostLabel = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -291,7 +351,7 @@ var hostLabel = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
 // checkHost accepts a host name, optionally with a leading "*." wildcard, as
 // Harbor does; no scheme, port or path.
 func checkHost(h string) error {
-	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+	h = normalHost(h)
 	if h == "" || strings.ContainsAny(h, "/:") {
 		return errors.New("give a host name, without a scheme, port or path")
 	}

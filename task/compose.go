@@ -60,6 +60,9 @@ type Service struct {
 	CPUs     float64
 	MemoryMB int64
 	Pids     int64
+	// HostMounts are the host paths the service binds (volumes): mounted
+	// only where the user allows them (HostMount).
+	HostMounts []HostMount
 }
 
 // hostLogs stands for Harbor's HOST_*_PATH variables: the host folders

@@ -118,8 +118,9 @@ func TestComposeProblems(t *testing.T) {
 	}{
 		{"privileges", "services:\n  main:\n    privileged: true\n  side:\n    image: busybox\n    cap_add: [SYS_ADMIN]\n    pid: host\n    network_mode: host\n",
 			[]string{"services.main.privileged: not supported", "services.side.cap_add: not supported", "services.side.pid: not supported"}},
-		{"host folders", "services:\n  main:\n    volumes: [\"/etc:/host-etc\"]\n  side:\n    image: busybox\n    volumes: [\"data:/data\"]\nvolumes:\n  data: {}\n",
-			[]string{"services.main.volumes: bind /etc:/host-etc: not supported", "services.side.volumes: volume data:/data: not supported", "top-level volumes: not supported"}},
+		{"volumes other than binds", "services:\n  main:\n    volumes: [\"/etc:/host-etc\", \"/scratch\"]\n  side:\n    image: busybox\n    volumes:\n      - data:/data\n      - {type: tmpfs, target: /tmp/x}\n      - {type: bind, source: /srv, target: /srv, bind: {selinux: z}}\nvolumes:\n  data: {}\n",
+			[]string{"services.main.volumes: /scratch: an anonymous volume is not supported", `services.side.volumes: data:/data: named volume "data" is not supported`, "bind a host folder instead (allowed with troupe run --allow-host-path)",
+				"services.side.volumes: /tmp/x: a tmpfs volume is not supported", "services.side.volumes: /srv:/srv: bind options selinux and propagation are not supported", "top-level volumes: not supported"}},
 		{"cycle", "services:\n  main: {}\n  a:\n    image: busybox\n    depends_on: [b]\n  b:\n    image: busybox\n    depends_on: [a]\n",
 			[]string{"dependency cycle detected: a -> b -> a"}},
 		{"build outside", "services:\n  main: {}\n  a:\n    build:\n      context: ../..\n",
@@ -306,5 +307,31 @@ func TestComposeSidecarLimits(t *testing.T) {
 	}
 	if w := strings.Join(tk.Warnings, "\n"); strings.Contains(w, "services.a.") || strings.Contains(w, "services.b.") || !strings.Contains(w, "services.main.pids_limit: ignored") {
 		t.Errorf("warnings:\n%s", w)
+	}
+}
+
+// TestComposeHostMounts: a service that binds host paths loads (Harbor
+// hands the file to docker compose as it is); each bind is listed with
+// its service, its source as compose makes it (${HOME} interpolated, a
+// relative path made absolute against environment/) and its own ":ro".
+// Whether a trial mounts it is the user's to allow (trial.HostPaths).
+func TestComposeHostMounts(t *testing.T) {
+	compose := "services:\n  main:\n    volumes:\n      - ${HOME}/.config/gcloud:/root/.config/gcloud\n      - ${HOST_VERIFIER_LOGS_PATH}:${ENV_VERIFIER_LOGS_PATH}\n  side:\n    image: busybox\n    volumes: [\"./data/../seed:/seed:ro\", \"/srv/x/:/x/\"]\n"
+	dir := composeTask(t, compose)
+	tk, err := Load(dir, Options{Getenv: func(k string) string { return map[string]string{"HOME": "/home/me"}[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := filepath.Join(tk.Dir, "environment")
+	want := []HostMount{
+		{Service: "main", Source: "/home/me/.config/gcloud", Target: "/root/.config/gcloud"},
+		{Service: "side", Source: filepath.Join(env, "seed"), Target: "/seed", ReadOnly: true},
+		{Service: "side", Source: "/srv/x", Target: "/x"},
+	}
+	if got := tk.HostMounts(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("host mounts:\n%v\nwant\n%v", got, want)
+	}
+	if len(tk.Warnings) != 0 {
+		t.Errorf("warnings: %v", tk.Warnings)
 	}
 }

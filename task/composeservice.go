@@ -48,6 +48,8 @@ type serviceCheck struct {
 	file, name     string
 	main           bool
 	errs, warnings []*located.Error
+	// mounts are the service's binds of host paths (hostpath.go).
+	mounts []HostMount
 }
 
 func (c *serviceCheck) at(key, format string, args ...any) *located.Error {
@@ -104,6 +106,7 @@ func composeService(taskDir, file string, sc types.ServiceConfig) (Service, []*l
 		s.Healthcheck = h
 	}
 	s.DependsOn = c.dependsOn(sc.DependsOn)
+	s.HostMounts = c.mounts
 	return s, c.warnings, c.errs
 }
 
@@ -116,10 +119,7 @@ func (c *serviceCheck) key(sc types.ServiceConfig, k string) {
 		// the loader's own default network
 	case k == "volumes":
 		for _, v := range sc.Volumes {
-			if c.main && strings.HasPrefix(v.Source, hostLogs) {
-				continue // Harbor's log mounts: troupe copies logs out
-			}
-			c.refuse("volumes", "%s %s:%s: not supported: a trial gets no host folder and no volume", v.Type, v.Source, v.Target)
+			c.volume(v)
 		}
 	case c.main && (k == "command" || k == "entrypoint") && !idles(sc.Entrypoint, sc.Command):
 		c.warn(k, "not run: the trial container's first process is troupe init, and what runs beside the agents is swept before the verifier; put setup in the Dockerfile, or a server in a service of its own")
@@ -128,7 +128,7 @@ func (c *serviceCheck) key(sc types.ServiceConfig, k string) {
 			c.warn(k, "ignored: %s", serviceIgnored[k])
 		}
 	default:
-		c.refuse(k, "not supported: troupe gives no service the host's devices, namespaces, privileges or files")
+		c.refuse(k, "not supported: troupe gives no service the host's devices, namespaces or privileges, nor files but the host paths the user allows (volumes)")
 	}
 }
 

@@ -65,6 +65,7 @@ func (r *run) services(ctx context.Context) ([]runtime.ServiceSpec, []runtime.De
 			// Each service gets the task's limits, or its own where tighter:
 			// an agent that reaches it must not take the machine through it.
 			CPUs: tighter(cpus, s.CPUs), MemoryMB: tighter(mem, s.MemoryMB), Pids: tighter(pids, s.Pids),
+			Mounts: serviceMounts(r.binds, s.Name),
 		})
 	}
 	return out, c.Main.DependsOn, nil

@@ -27,6 +27,11 @@ import (
 // binary, the agents' secrets and the shared working folder in place.
 func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 	rt, task := r.env.Runtime, r.spec.Task
+	binds, err := r.env.HostPaths.Binds(task)
+	if err != nil {
+		return ErrContainer, err
+	}
+	r.binds = binds
 	bctx, cancel := context.WithTimeout(ctx, r.env.Limits.scale(task.BuildTimeout))
 	img, err := rt.Image(bctx, imageSpec(task.MainImage()))
 	var services []runtime.ServiceSpec
@@ -54,6 +59,7 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 		Env:      containerEnv(task),
 		Network:  r.containerNetwork(),
 		Services: services, DependsOn: dependsOn,
+		Mounts:    r.mainMounts(),
 		StorageMB: r.storageLimit(ctx, r.img.Ref),
 	}
 	spec.CPUs, spec.MemoryMB, spec.Pids = r.limits()

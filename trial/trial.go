@@ -133,6 +133,9 @@ type Env struct {
 	// Record is how much of each model call the trial keeps; the zero value
 	// is RecordFull.
 	Record RecordMode
+	// HostPaths are the host paths the user lets tasks bind
+	// (--allow-host-path); the zero value allows none.
+	HostPaths HostPaths
 	// EgressDial is how the allowlist proxy reaches allowed hosts; nil is
 	// egress's default, which never reaches the host itself (tests give
 	// one that reaches a local server).
@@ -246,6 +249,7 @@ type run struct {
 	container         runtime.Container // nil until created
 	img               runtime.Image
 	workdir           string
+	binds             []HostBind // the task's host paths, as allowed
 	tun               *tunnel.Tunnel
 	tunClosed         bool
 	deadline          time.Time

@@ -29,6 +29,8 @@ type config struct {
 	// viper's precedence. Paths are already made absolute against the
 	// file's folder.
 	settings map[string]any
+	// hostPaths are allow_host_paths: the host paths tasks may bind.
+	hostPaths []string
 }
 
 // configCandidates lists where the config file is looked for, in order, when
@@ -137,6 +139,9 @@ func parseConfig(path string, data []byte) (*config, error) {
 			if s, ok := d.String(n, p); ok {
 				cfg.settings["runtime"] = s
 			}
+		}},
+		{Name: "allow_host_paths", Decode: func(n *yaml11.Node, p string) {
+			cfg.hostPaths = parseHostPaths(&d, n, p, path)
 		}},
 		{Name: "kubernetes", Decode: func(n *yaml11.Node, p string) {
 			d.Struct(n, p, kubernetesConfig(&d, cfg.settings, filepath.Dir(path)), nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/troupebench/troupe/runtime"
 	"github.com/troupebench/troupe/runtime/docker"
 	"github.com/troupebench/troupe/runtime/staticbin"
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trial/outcome"
 	"github.com/troupebench/troupe/trialdir"
 )
@@ -305,10 +306,22 @@ func TestTasksCheck(t *testing.T) {
 	if code != exitFailed {
 		t.Errorf("exit %d with a broken task", code)
 	}
+	// Every example task passes with its own solution (each builds offline,
+	// from busybox): one report per task folder, each ok with reward 1.
+	examples, err := task.Dirs([]string{filepath.Join(root, "examples/tasks")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	code, stdout, _ = troupe(t, "tasks", "check", filepath.Join(root, "examples/tasks"), "--json", "--out", filepath.Join(dir, "check"))
-	var r checkReport
-	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != exitOK || r.Status != "ok" || r.Task != "hello-world" || r.Reward == nil || *r.Reward != 1 {
-		t.Errorf("exit %d, %+v %v: %s", code, r, err, stdout)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != exitOK || len(lines) != len(examples) {
+		t.Errorf("exit %d, %d reports for %d example tasks: %s", code, len(lines), len(examples), stdout)
+	}
+	for _, line := range lines {
+		var r checkReport
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Status != "ok" || r.Reward == nil || *r.Reward != 1 {
+			t.Errorf("%+v %v: %s", r, err, line)
+		}
 	}
 
 	code, stdout, stderr = troupe(t, "run", "--oracle", "--tasks", filepath.Join(root, "examples/tasks/hello-world"), "--out", filepath.Join(dir, "oracle"))

@@ -85,6 +85,9 @@ func printJobPlan(out io.Writer, p *job.Plan) {
 	fmt.Fprintln(tw, "tasks:")
 	for _, t := range p.Tasks {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Name, t.Path, t.Digest)
+		for _, h := range t.HostPaths {
+			fmt.Fprintf(tw, "    host path\t%s\t%s\n", h.Service, hostPathLine(h))
+		}
 	}
 	fmt.Fprintln(tw, "stacks:")
 	for _, s := range p.Stacks {
@@ -142,4 +145,17 @@ func printPlanTrials(out io.Writer, p *job.Plan) {
 		fmt.Fprintf(tw, "  %s\t%s\n", t.Name, what)
 	}
 	tw.Flush()
+}
+
+// hostPathLine says how a task's bind of a host path is mounted.
+func hostPathLine(h job.PlanHostPath) string {
+	s := h.Source
+	if h.Host != h.Source {
+		s += " (" + h.Host + ")"
+	}
+	mode := "read-only"
+	if h.Write {
+		mode = "read-write"
+	}
+	return s + " at " + h.Target + ", " + mode
 }

@@ -51,6 +51,8 @@ type runOptions struct {
 	// pilot is a job whose paired results size the test's bets and the
 	// fixed design it is measured against.
 	pilot string
+	// hostPaths are the host paths tasks may bind (--allow-host-path).
+	hostPaths trial.HostPaths
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -134,6 +136,7 @@ func runFlags(cmd *cobra.Command, opts *runOptions) {
 	f.BoolVar(&opts.oracle, "oracle", false, "also run the condition \"oracle\": each task's own solution/solve.sh in place of a team (Harbor's oracle agent); with no manifest, only it")
 	networkFlag(cmd)
 	runtimeFlag(cmd)
+	hostPathFlag(cmd)
 	f.BoolVar(&opts.dryRun, "dry-run", false, "check everything the run would check before its first container (manifests, stacks and their digests, tasks, endpoints), start nothing, and print the plan: every trial, stack and image, and what an earlier run in --out left (with --json, as JSON)")
 	f.BoolVar(&opts.untilDecided, "until-decided", false, "run in rounds (every task once more per round) and stop scheduling a condition once an anytime-valid test against --baseline says better, worse or within ±--delta (docs/compare.md)")
 	f.StringVar(&opts.baseline, "baseline", "", "with --until-decided: the condition the others are tested against (default: the first manifest's)")
@@ -164,6 +167,9 @@ func (opts *runOptions) resolve(a *app, cmd *cobra.Command, args []string) (arti
 		return "", nil, err
 	}
 	if opts.registry, err = a.registry(cmd); err != nil {
+		return "", nil, err
+	}
+	if opts.hostPaths, err = a.hostPaths(cmd); err != nil {
 		return "", nil, err
 	}
 	f := cmd.Flags()
@@ -228,7 +234,7 @@ func runRun(ctx context.Context, a *app, cmd *cobra.Command, opts runOptions, ar
 	}
 	spec := job.Spec{
 		Dir: opts.out, Conditions: conds, Tasks: tasks, Attempts: opts.attempts, Concurrency: opts.concurrency,
-		Retries: opts.retries, Command: argv,
+		Retries: opts.retries, Command: argv, HostPaths: opts.hostPaths,
 	}
 	if spec.Dir == "" {
 		inputs := opts.manifests
@@ -295,7 +301,7 @@ func loadJobInputs(ctx context.Context, a *app, opts *runOptions, artifactRoot s
 	}
 	opts.tasks = append(opts.tasks, fetched...)
 	tasks, terr := task.Find(opts.tasks, task.Options{Strict: opts.strict})
-	errs = append(errs, terr, job.RefuseKeysInTaskEnv(tasks, cfg.endpoints))
+	errs = append(errs, terr, job.RefuseKeysInTaskEnv(tasks, cfg.endpoints), opts.hostPaths.Check(tasks))
 	if opts.oracle {
 		for _, t := range tasks {
 			switch {

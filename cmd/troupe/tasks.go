@@ -169,6 +169,9 @@ check could not run), 2 for a usage error.`,
 			if opts.network, err = a.networkPolicy(cmd); err != nil {
 				return err
 			}
+			if opts.hostPaths, err = a.hostPaths(cmd); err != nil {
+				return err
+			}
 			opts.readyTimeout = trial.DefaultLimits.Ready
 			return runRun(cmd.Context(), a, cmd, opts, "", cfg, os.Args)
 		},
@@ -183,6 +186,7 @@ check could not run), 2 for a usage error.`,
 	f.BoolVar(&opts.rebuild, "rebuild", false, "build each task environment again, the engine's layer cache off")
 	networkFlag(cmd)
 	runtimeFlag(cmd)
+	hostPathFlag(cmd)
 	return cmd
 }
 

@@ -80,6 +80,7 @@ func (d *Docker) startServices(ctx context.Context, name string, labels map[stri
 			}
 			host.Mounts = append(host.Mounts, m)
 		}
+		host.Mounts = append(host.Mounts, binds(svc.Mounts)...)
 		netConfig := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.netName: {Aliases: []string{svc.Name}}}}
 		created, err := d.cli.ContainerCreate(ctx, cfg, host, netConfig, nil, name+"-"+sanitize(svc.Name))
 		if err != nil {

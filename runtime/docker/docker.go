@@ -19,6 +19,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/troupebench/troupe/runtime"
@@ -243,7 +244,18 @@ func (d *Docker) hostConfig(ctx context.Context, spec runtime.ContainerSpec) (*c
 		}
 		host.Mounts = append(host.Mounts, m)
 	}
+	host.Mounts = append(host.Mounts, binds(spec.Mounts)...)
 	return host, nil
+}
+
+// binds are host paths bound as the spec says: the path itself, never a
+// folder the engine would create for a missing one.
+func binds(mounts []runtime.Mount) []mount.Mount {
+	var out []mount.Mount
+	for _, m := range mounts {
+		out = append(out, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	return out
 }
 
 // joinNetwork gives the container its job's internet network when the

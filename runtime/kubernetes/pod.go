@@ -85,6 +85,8 @@ func (k *Kubernetes) Create(ctx context.Context, spec runtime.ContainerSpec) (ru
 	switch {
 	case len(spec.Services) > 0:
 		return nil, errors.New("kubernetes: a task with a compose environment (services) runs on the docker runtime only: each service would be a pod of its own, which troupe does not make yet")
+	case len(spec.Mounts) > 0:
+		return nil, fmt.Errorf("kubernetes: the task binds host path %s: a pod runs on a node, not on this host, so it runs on the docker runtime only", spec.Mounts[0].Source)
 	case spec.Network != "" && spec.Network != runtime.NetworkNone && spec.Network != runtime.NetworkBridge:
 		return nil, fmt.Errorf("kubernetes: network mode %q is not %s or %s", spec.Network, runtime.NetworkNone, runtime.NetworkBridge)
 	case spec.Binary != nil && spec.Binary.SHA256 != k.opts.Binary.SHA256:

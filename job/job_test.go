@@ -88,6 +88,10 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	jobID := checkHarborJob(t, dir)
+	if jobID != res.ID || res.JobID != env.JobID {
+		t.Errorf("the job's ids: %q on disk, %q returned; troupe's %q, want %q", jobID, res.ID, res.JobID, env.JobID)
+	}
 	// No secret anywhere in the job folder.
 	for name := range want {
 		noSecrets(t, filepath.Join(dir, name))
@@ -119,6 +123,11 @@ func TestJobRetriesInfraFailuresAndResumes(t *testing.T) {
 	}
 	if res2.Stats.Completed != 2 || res2.Trials["hello-world__test-wrong__1"] != outcome.Failed {
 		t.Errorf("resumed job result %+v", res2)
+	}
+	// Harbor keeps a job's id across its runs: kept and redone trials name
+	// the same job.
+	if again := checkHarborJob(t, dir); again != jobID || res2.ID != jobID {
+		t.Errorf("the resumed job's id %q (on disk %q), the first run's %q", res2.ID, again, jobID)
 	}
 }
 

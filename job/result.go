@@ -3,6 +3,7 @@ package job
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -41,9 +42,15 @@ type Stats struct {
 	CostUSD      modelcall.USD `json:"cost_usd"`
 }
 
-// Result is the job's result.json, rewritten as trials finish.
+// Result is the job's result.json, rewritten as trials finish: Harbor's
+// JobResult (src/harbor/models/job/result.py: id, started_at, updated_at,
+// finished_at, n_total_trials, stats), with troupe's fields beside it.
 type Result struct {
+	// ID is Harbor's id of the job, a random UUID kept across the job's
+	// runs (its trials' job_id); JobID is troupe's own, new each run
+	// (<folder>-<unix time>): its containers' troupe.job label.
 	ID         string                     `json:"id"`
+	JobID      string                     `json:"troupe_job_id"`
 	StartedAt  time.Time                  `json:"started_at"`
 	UpdatedAt  time.Time                  `json:"updated_at"`
 	FinishedAt *time.Time                 `json:"finished_at"`
@@ -136,4 +143,18 @@ func (r *runner) write() {
 	if err != nil {
 		r.log.Error("write the job's result.json", "err", err.Error())
 	}
+}
+
+// readJobUUID is the id of the job result.json in dir holds, when it is a
+// UUID; "" when there is none, or of an older troupe's (its own id).
+func readJobUUID(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, trialdir.JobResult))
+	if err != nil || len(data) > trialdir.MaxResult {
+		return ""
+	}
+	var res Result
+	if json.Unmarshal(data, &res) != nil || !trialdir.IsUUID(res.ID) {
+		return ""
+	}
+	return res.ID
 }

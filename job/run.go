@@ -54,6 +54,10 @@ func (p *Plan) Run(ctx context.Context, env *trial.Env, progress Progress) (*Res
 	}
 	defer logFile.Close()
 	r := newRunner(env, p, slog.New(slog.NewTextHandler(logFile, nil)), progress)
+	// Harbor keeps a job's id across its runs, as its trials name it.
+	if id := readJobUUID(p.Dir); id != "" {
+		r.res.ID = id
+	}
 	if err := atomicfile.WriteJSON(filepath.Join(p.Dir, trialdir.JobConfig), r.config()); err != nil {
 		return nil, err
 	}
@@ -96,7 +100,7 @@ type runner struct {
 func newRunner(env *trial.Env, p *Plan, log *slog.Logger, progress Progress) *runner {
 	r := &runner{env: env, plan: p, log: log, progress: progress.orNothing()}
 	r.runOne = r.runTrial
-	r.res = &Result{ID: env.JobID, StartedAt: time.Now(), Total: len(p.Trials), Conditions: map[string]*ConditionStats{}, Trials: map[string]outcome.Outcome{}}
+	r.res = &Result{ID: trialdir.NewUUID(), JobID: env.JobID, StartedAt: time.Now(), Total: len(p.Trials), Conditions: map[string]*ConditionStats{}, Trials: map[string]outcome.Outcome{}}
 	for _, c := range p.spec.Conditions {
 		r.res.Conditions[c.Team.Manifest.Condition] = &ConditionStats{ManifestHash: c.Team.Manifest.Hash()}
 	}
@@ -163,7 +167,7 @@ func (r *runner) runTrial(ctx context.Context, p *PlanTrial) error {
 		r.progress.Trial(e)
 	}
 	for try := 0; ; try++ {
-		spec := trial.Spec{Name: p.Name, Dir: filepath.Join(r.plan.Dir, p.Name), Team: p.cond.Team, ManifestPath: p.cond.Path, Task: p.task, Attempt: p.Attempt, Oracle: p.cond.Oracle, Stacks: p.cond.Stacks, Replay: r.plan.spec.Replay}
+		spec := trial.Spec{Name: p.Name, Dir: filepath.Join(r.plan.Dir, p.Name), Team: p.cond.Team, ManifestPath: p.cond.Path, Task: p.task, Attempt: p.Attempt, Oracle: p.cond.Oracle, Stacks: p.cond.Stacks, Replay: r.plan.spec.Replay, JobUUID: r.res.ID}
 		res, err := trial.Run(ctx, r.env, spec, emit)
 		if err != nil {
 			return err // the result could not be written: the disk is the problem
@@ -210,20 +214,4 @@ func (r *runner) supersede(name, why string) error {
 		return fmt.Errorf("keep the earlier run of %s: %w", name, err)
 	}
 	return nil
-}
-
-// config is the job's config.json: what it was asked to run.
-func (r *runner) config() any {
-	var manifests, tasks []string
-	for _, c := range r.plan.spec.Conditions {
-		manifests = append(manifests, c.Path)
-	}
-	for _, t := range r.plan.spec.Tasks {
-		tasks = append(tasks, t.Dir)
-	}
-	return map[string]any{
-		"job_id": r.env.JobID, "command": r.plan.spec.Command, "manifests": manifests, "tasks": tasks,
-		"attempts": r.plan.Attempts, "concurrency": r.plan.Concurrency, "retries": r.plan.Retries,
-		"timeout_multiplier": r.env.Limits.Multiplier, "troupe_version": r.env.Version,
-	}
 }

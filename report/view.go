@@ -152,11 +152,11 @@ func readRunning(dir string) *Trial {
 		return nil
 	}
 	c, err := trialdir.DecodeStart(bytes.NewReader(data))
-	if err != nil || c.TrialName == "" || c.Task.Name == "" {
+	if err != nil || c.TrialName == "" || c.TaskName == "" {
 		return nil
 	}
-	return &Trial{Dir: dir, Job: filepath.Dir(dir), TrialResult: trialdir.TrialResult{TrialName: c.TrialName, TaskName: c.Task.Name, Attempt: c.Attempt,
-		Condition: c.Manifest.Condition, ManifestHash: c.Manifest.SHA256, TaskChecksum: c.Task.Checksum,
+	return &Trial{Dir: dir, Job: filepath.Dir(dir), TrialResult: trialdir.TrialResult{TrialName: c.TrialName, TaskName: c.TaskName, Attempt: c.Attempt,
+		Condition: c.Condition, ManifestHash: c.ManifestHash, TaskChecksum: c.TaskChecksum,
 		Outcome: outcomeRunning, StartedAt: info.ModTime()}}
 }
 

@@ -211,7 +211,7 @@ func TestViewerShowsRunningTrials(t *testing.T) {
 	live := filepath.Join(job, "fix-it__team__1")
 	os.MkdirAll(filepath.Join(live, "relay"), 0o755)
 	os.MkdirAll(filepath.Join(live, "agents", "lead-1"), 0o755)
-	os.WriteFile(filepath.Join(live, "config.json"), []byte(`{"trial_name":"fix-it__team__1","attempt":1,"task":{"name":"fix-it","checksum":"c"},"manifest":{"condition":"team","sha256":"abc"}}`), 0o644)
+	os.WriteFile(filepath.Join(live, "config.json"), []byte(`{"task":{"path":"/tasks/fix-it"},"trial_name":"fix-it__team__1","task_name":"fix-it","task_checksum":"c","attempt":1,"condition":"team","manifest_sha256":"abc"}`), 0o644)
 	user, lead := strings.Repeat("1", 64), strings.Repeat("2", 64)
 	os.WriteFile(filepath.Join(live, "relay", "members.json"), []byte(`[{"id":"user","role":"user","kind":"user","pubkey":"`+user+`"},{"id":"lead-1","role":"lead","kind":"orchestrator","pubkey":"`+lead+`"}]`), 0o644)
 	os.WriteFile(filepath.Join(live, "relay", "transcript.jsonl"), []byte(

@@ -93,6 +93,10 @@ type Task struct {
 	GPUTypes   []string
 	// SchemaVersion and Source are recorded, as Harbor does.
 	SchemaVersion, Source string
+	// Origin is where a task of a registry's dataset came from; nil for a
+	// task folder given as such. Load never sets it: troupe run does, for
+	// the tasks --dataset fetched.
+	Origin *Origin
 
 	// Steps are a multi-step task's [[steps]], in order (steps.go); nil
 	// for a task of one instruction. Such a task has no Instruction, and
@@ -105,6 +109,14 @@ type Task struct {
 	// Warnings are located notes about keys Harbor does not define: the
 	// task runs without them (a strict load refuses them).
 	Warnings []string
+}
+
+// Origin is where a task of a registry's dataset came from: the dataset
+// (Name, Version) in the registry Registry (a URL or a file), and the
+// task's repository, pinned commit and path in it.
+type Origin struct {
+	Name, Version, Registry string
+	GitURL, GitCommit, Path string
 }
 
 // NetworkMode is Harbor's network_mode.

@@ -2,7 +2,6 @@ package trial
 
 import (
 	"cmp"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupebench/troupe/manifest"
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trialdir"
 )
 
@@ -27,48 +27,86 @@ const teamAgentName = "troupe-team"
 func newResult(env *Env, spec Spec, id string, start time.Time) *trialdir.TrialResult {
 	m := spec.Team.Manifest
 	dir := absPath(spec.Dir)
-	var source *string
-	if spec.Task.Source != "" {
-		source = &spec.Task.Source
-	}
+	taskID, taskConfig, dataset := HarborTask(spec.Task)
 	return &trialdir.TrialResult{
-		ID: newUUID(), TrialID: id, TrialName: spec.Name, TrialURI: fileURI(dir),
-		TaskName: spec.Task.Name, TaskID: trialdir.TaskID{Path: spec.Task.Dir}, TaskPath: spec.Task.Dir, Source: source, TaskChecksum: spec.Task.Digest,
-		Config:    harborConfig(env, spec, dir, source),
+		ID: trialdir.NewUUID(), TrialID: id, TrialName: spec.Name, TrialURI: fileURI(dir),
+		TaskName: spec.Task.Name, TaskID: taskID, TaskPath: spec.Task.Dir, Source: taskConfig.Source, TaskChecksum: spec.Task.Digest,
+		Config:    harborConfig(env, spec, dir, taskConfig),
 		AgentInfo: agentInfo(env, spec.Team, m),
 		Attempt:   spec.Attempt, Condition: m.Condition, ManifestPath: spec.ManifestPath, ManifestHash: m.Hash(),
 		Version: env.Version, StartedAt: start, AgentUser: string(agentUser(m)), IdentitiesIsolated: agentUser(m) == manifest.Isolated,
 		CleanupErrors: []string{},
+		Dataset:       dataset,
 	}
+}
+
+// HarborTask is the task as Harbor names it (the trial's, and the job's
+// list of its tasks): a local task is its folder, and its source
+// task.toml's; a task of a registry's dataset is a GitTaskId (its
+// repository, pinned commit and path there) whose source is the dataset's
+// name, as Harbor's DatasetConfig resolves it. dataset says the same, with
+// the dataset's version and registry, for troupe's readers; nil for a
+// local task.
+func HarborTask(t *task.Task) (id trialdir.TaskID, config trialdir.TaskConfig, dataset *trialdir.DatasetTask) {
+	o := t.Origin
+	if o == nil {
+		var source *string
+		if t.Source != "" {
+			source = &t.Source
+		}
+		return trialdir.TaskID{Path: t.Dir}, trialdir.TaskConfig{Path: t.Dir, Source: source}, nil
+	}
+	name := o.Name
+	id = trialdir.TaskID{GitURL: o.GitURL, GitCommitID: o.GitCommit, Path: o.Path}
+	config = trialdir.TaskConfig{Path: o.Path, GitURL: o.GitURL, GitCommitID: o.GitCommit, Source: &name}
+	return id, config, &trialdir.DatasetTask{Name: o.Name, Version: o.Version, Registry: o.Registry, GitURL: o.GitURL, GitCommitID: o.GitCommit, Path: o.Path}
 }
 
 // harborConfig is the trial's Harbor TrialConfig; dir is the trial folder,
 // absolute.
-func harborConfig(env *Env, spec Spec, dir string, source *string) trialdir.TrialConfig {
-	m := spec.Team.Manifest
+func harborConfig(env *Env, spec Spec, dir string, taskConfig trialdir.TaskConfig) trialdir.TrialConfig {
+	return trialdir.TrialConfig{
+		Task:      taskConfig,
+		TrialName: spec.Name, TrialsDir: filepath.Dir(dir), TimeoutMultiplier: env.Limits.TimeoutMultiplier(),
+		JobID:       spec.JobUUID,
+		Agent:       HarborAgent(spec.Team),
+		Environment: HarborEnvironment(spec.Team.Manifest),
+	}
+}
+
+// TimeoutMultiplier is Harbor's timeout_multiplier of the limits:
+// Multiplier, 1 when unset (as scale reads it).
+func (l Limits) TimeoutMultiplier() float64 {
+	if l.Multiplier <= 0 {
+		return 1
+	}
+	return l.Multiplier
+}
+
+// HarborAgent is Harbor's AgentConfig of a team: the trial's, and the
+// job's list of its agents. ModelName is the orchestrator's endpoint.
+func HarborAgent(team *manifest.Team) trialdir.AgentConfig {
+	m := team.Manifest
 	agent := trialdir.AgentConfig{
 		Name:   cmp.Or(m.Condition, teamAgentName),
 		Kwargs: map[string]string{"condition": m.Condition, "manifest_sha256": m.Hash()},
 	}
-	if ep := orchestratorEndpoint(spec.Team); ep != "" {
+	if ep := orchestratorEndpoint(team); ep != "" {
 		agent.ModelName = &ep
 	}
 	if s := m.TrialBudget.TimeoutSeconds; s > 0 {
 		limit := float64(s)
 		agent.MaxTimeoutSec = &limit
 	}
-	multiplier := env.Limits.Multiplier
-	if multiplier <= 0 {
-		multiplier = 1 // as Limits.scale reads it
-	}
-	return trialdir.TrialConfig{
-		Task:      trialdir.TaskConfig{Path: spec.Task.Dir, Source: source},
-		TrialName: spec.Name, TrialsDir: filepath.Dir(dir), TimeoutMultiplier: multiplier,
-		Agent: agent,
-		Environment: trialdir.EnvironmentConfig{
-			Type: "docker", Delete: true,
-			OverrideCPUs: m.Environment.OverrideCPUs, OverrideMemoryMB: m.Environment.OverrideMemoryMB, OverrideStorageMB: m.Environment.OverrideStorageMB,
-		},
+	return agent
+}
+
+// HarborEnvironment is Harbor's EnvironmentConfig of a manifest's trials:
+// Docker, removed at the end, with the manifest's overrides.
+func HarborEnvironment(m *manifest.Manifest) trialdir.EnvironmentConfig {
+	return trialdir.EnvironmentConfig{
+		Type: "docker", Delete: true,
+		OverrideCPUs: m.Environment.OverrideCPUs, OverrideMemoryMB: m.Environment.OverrideMemoryMB, OverrideStorageMB: m.Environment.OverrideStorageMB,
 	}
 }
 
@@ -133,15 +171,6 @@ func errorChain(err error) string {
 	}
 	walk(err, 0)
 	return b.String()
-}
-
-// newUUID returns a random (version 4) UUID in its canonical form.
-func newUUID() string {
-	var b [16]byte
-	rand.Read(b[:])         // never fails: crypto/rand crashes the program instead
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // variant of RFC 9562
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // absPath is path made absolute; as given if the working folder is gone.

@@ -1,350 +1,53 @@
 package trial
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"net/url"
 	"path/filepath"
-	"regexp"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/troupebench/troupe/internal/harbormodel"
 	"github.com/troupebench/troupe/llm"
 	"github.com/troupebench/troupe/runtime"
+	"github.com/troupebench/troupe/task"
 	"github.com/troupebench/troupe/trialdir"
 )
 
-// Harbor's TrialResult, written down from Harbor 0.13.1 (commit
-// 2922220bf78bf22e2ff3b30147cbbe15ad02c7c9, 2026-06-09, of the full-history
-// fork lieexxli/harbor of laude-institute/harbor): TrialResult, TimingInfo,
-// ExceptionInfo, AgentInfo and ModelInfo in src/harbor/models/trial/result.py;
-// TrialConfig, TaskConfig, AgentConfig, EnvironmentConfig and VerifierConfig
-// in src/harbor/models/trial/config.py; LocalTaskId in
-// src/harbor/models/task/id.py; AgentContext in
-// src/harbor/models/agent/context.py; VerifierResult in
-// src/harbor/models/verifier/result.py; EnvironmentType in
-// src/harbor/models/environment_type.py. No model sets model_config's
-// extra, so pydantic ignores troupe's own fields.
-//
-// Where troupe promises more than Harbor checks, the entry says so
-// ("troupe:"): an id always written, local tasks only, a provider always
-// named, a trial_uri that is a file:// URI.
+// Harbor's models of a trial folder's files are written down, field by
+// field, in internal/harbormodel (TrialResult for result.json, TrialConfig
+// for config.json): every trial the tests run is checked against them.
 
-// harborKind is the set of JSON types a field takes.
-type harborKind uint8
-
-const (
-	hString harborKind = 1 << iota
-	hInt
-	hNumber // a float or an int
-	hBool
-	hObject
-	hArray
-	hNull
-)
-
-func (k harborKind) String() string {
-	var names []string
-	for i, name := range []string{"string", "integer", "number", "bool", "object", "array", "null"} {
-		if k&(1<<i) != 0 {
-			names = append(names, name)
-		}
+// checkHarborFiles fails the test unless the trial folder's result.json
+// is a TrialResult and its config.json a TrialConfig Harbor reads, the
+// same as result.json's config (Harbor writes one model to both).
+func checkHarborFiles(t testing.TB, dir string) {
+	t.Helper()
+	result := harbormodel.TrialResult.CheckFile(t, filepath.Join(dir, trialdir.Result))
+	config := harbormodel.TrialConfig.CheckFile(t, filepath.Join(dir, trialdir.Config))
+	var res struct {
+		Config trialdir.TrialConfig `json:"config"`
 	}
-	return strings.Join(names, " or ")
-}
-
-// String formats a field's strings must have.
-const (
-	fUUID     = "uuid"      // pydantic UUID, in its canonical form
-	fDateTime = "date-time" // pydantic datetime, as RFC 3339
-	fFileURI  = "file-uri"  // an absolute file:// URI
-)
-
-// harborField is one field of the model: its dotted path ("*" stands for
-// every key of a map), the JSON types it takes, whether it must be there
-// when its parent object is, and what its string must look like (a format
-// or, with enum, one of a list).
-type harborField struct {
-	path     string
-	kinds    harborKind
-	required bool
-	format   string
-	enum     []string
-}
-
-var (
-	environmentTypes = []string{"docker", "daytona", "e2b", "modal", "runloop", "langsmith", "gke", "novita", "apple-container",
-		"singularity", "islo", "tensorlake", "cwsandbox", "wandb", "use-computer"}
-	resourceModes = []string{"auto", "limit", "request", "guarantee", "ignore"}
-)
-
-var harborTrialResult = []harborField{
-	// TrialResult.
-	{path: "id", kinds: hString, required: true, format: fUUID}, // Harbor: UUID = uuid4(); troupe: always written
-	{path: "task_name", kinds: hString, required: true},
-	{path: "trial_name", kinds: hString, required: true},
-	{path: "trial_uri", kinds: hString, required: true, format: fFileURI},
-	{path: "task_id", kinds: hObject, required: true},       // LocalTaskId | GitTaskId | PackageTaskId
-	{path: "task_id.path", kinds: hString, required: true},  // troupe: LocalTaskId{path} only
-	{path: "task_id.git_url", kinds: hNull},                 // troupe: never a GitTaskId
-	{path: "source", kinds: hString | hNull},                // str | None = None
-	{path: "task_checksum", kinds: hString, required: true}, // str
-	{path: "config", kinds: hObject, required: true},        // TrialConfig
-	{path: "agent_info", kinds: hObject, required: true},    // AgentInfo
-	{path: "agent_result", kinds: hObject | hNull},          // AgentContext | None
-	{path: "verifier_result", kinds: hObject | hNull},       // VerifierResult | None
-	{path: "exception_info", kinds: hObject | hNull},        // ExceptionInfo | None
-	{path: "started_at", kinds: hString | hNull, format: fDateTime},
-	{path: "finished_at", kinds: hString | hNull, format: fDateTime},
-	{path: "environment_setup", kinds: hObject | hNull}, // TimingInfo | None
-	{path: "agent_setup", kinds: hObject | hNull},
-	{path: "agent_execution", kinds: hObject | hNull},
-	{path: "verifier", kinds: hObject | hNull},
-	{path: "step_results", kinds: hArray | hNull}, // list[StepResult] | None
-
-	// TimingInfo.
-	{path: "environment_setup.started_at", kinds: hString | hNull, format: fDateTime},
-	{path: "environment_setup.finished_at", kinds: hString | hNull, format: fDateTime},
-	{path: "agent_setup.started_at", kinds: hString | hNull, format: fDateTime},
-	{path: "agent_setup.finished_at", kinds: hString | hNull, format: fDateTime},
-	{path: "agent_execution.started_at", kinds: hString | hNull, format: fDateTime},
-	{path: "agent_execution.finished_at", kinds: hString | hNull, format: fDateTime},
-	{path: "verifier.started_at", kinds: hString | hNull, format: fDateTime},
-	{path: "verifier.finished_at", kinds: hString | hNull, format: fDateTime},
-
-	// AgentInfo, ModelInfo.
-	{path: "agent_info.name", kinds: hString, required: true},
-	{path: "agent_info.version", kinds: hString, required: true},
-	{path: "agent_info.model_info", kinds: hObject | hNull},
-	{path: "agent_info.model_info.name", kinds: hString, required: true},
-	// str | None since 0.5.0 (April 2026), str before; troupe: always a str.
-	{path: "agent_info.model_info.provider", kinds: hString, required: true},
-
-	// AgentContext: every field int/float/list/dict | None = None.
-	{path: "agent_result.n_input_tokens", kinds: hInt | hNull},
-	{path: "agent_result.n_cache_tokens", kinds: hInt | hNull},
-	{path: "agent_result.n_output_tokens", kinds: hInt | hNull},
-	{path: "agent_result.cost_usd", kinds: hNumber | hNull},
-	{path: "agent_result.rollout_details", kinds: hArray | hNull},
-	{path: "agent_result.metadata", kinds: hObject | hNull},
-
-	// VerifierResult: rewards: dict[str, float | int] | None = None.
-	{path: "verifier_result.rewards", kinds: hObject | hNull},
-	{path: "verifier_result.rewards.*", kinds: hNumber},
-
-	// ExceptionInfo: every field required.
-	{path: "exception_info.exception_type", kinds: hString, required: true},
-	{path: "exception_info.exception_message", kinds: hString, required: true},
-	{path: "exception_info.exception_traceback", kinds: hString, required: true},
-	{path: "exception_info.occurred_at", kinds: hString, required: true, format: fDateTime},
-
-	// TrialConfig: task required, the rest defaulted.
-	{path: "config.task", kinds: hObject, required: true},
-	{path: "config.trial_name", kinds: hString},
-	{path: "config.trials_dir", kinds: hString},
-	{path: "config.timeout_multiplier", kinds: hNumber},
-	{path: "config.agent_timeout_multiplier", kinds: hNumber | hNull},
-	{path: "config.verifier_timeout_multiplier", kinds: hNumber | hNull},
-	{path: "config.agent_setup_timeout_multiplier", kinds: hNumber | hNull},
-	{path: "config.environment_build_timeout_multiplier", kinds: hNumber | hNull},
-	{path: "config.agent", kinds: hObject},
-	{path: "config.environment", kinds: hObject},
-	{path: "config.verifier", kinds: hObject},
-	{path: "config.artifacts", kinds: hArray},
-	{path: "config.extra_instruction_paths", kinds: hArray},
-	{path: "config.job_id", kinds: hString | hNull, format: fUUID},
-
-	// TaskConfig: a path or a name, not both; ref needs a name.
-	{path: "config.task.path", kinds: hString, required: true}, // troupe: local tasks
-	{path: "config.task.name", kinds: hNull},                   // refused beside a path
-	{path: "config.task.ref", kinds: hNull},                    // needs a name
-	{path: "config.task.git_url", kinds: hString | hNull},
-	{path: "config.task.git_commit_id", kinds: hString | hNull},
-	{path: "config.task.overwrite", kinds: hBool},
-	{path: "config.task.download_dir", kinds: hString | hNull},
-	{path: "config.task.source", kinds: hString | hNull},
-
-	// AgentConfig.
-	{path: "config.agent.name", kinds: hString | hNull},
-	{path: "config.agent.import_path", kinds: hString | hNull},
-	{path: "config.agent.model_name", kinds: hString | hNull},
-	{path: "config.agent.skills", kinds: hArray},
-	{path: "config.agent.override_timeout_sec", kinds: hNumber | hNull},
-	{path: "config.agent.override_setup_timeout_sec", kinds: hNumber | hNull},
-	{path: "config.agent.max_timeout_sec", kinds: hNumber | hNull},
-	{path: "config.agent.extra_allowed_hosts", kinds: hArray},
-	{path: "config.agent.kwargs", kinds: hObject},
-	{path: "config.agent.env", kinds: hObject},
-	{path: "config.agent.env.*", kinds: hString},
-	{path: "config.agent.mcp_servers", kinds: hArray},
-
-	// EnvironmentConfig.
-	{path: "config.environment.type", kinds: hString | hNull, enum: environmentTypes},
-	{path: "config.environment.import_path", kinds: hString | hNull},
-	{path: "config.environment.force_build", kinds: hBool},
-	{path: "config.environment.delete", kinds: hBool},
-	{path: "config.environment.cpu_enforcement_policy", kinds: hString, enum: resourceModes},
-	{path: "config.environment.memory_enforcement_policy", kinds: hString, enum: resourceModes},
-	{path: "config.environment.override_cpus", kinds: hInt | hNull},
-	{path: "config.environment.override_memory_mb", kinds: hInt | hNull},
-	{path: "config.environment.override_storage_mb", kinds: hInt | hNull},
-	{path: "config.environment.override_gpus", kinds: hInt | hNull},
-	{path: "config.environment.override_tpu", kinds: hObject | hNull},
-	{path: "config.environment.mounts", kinds: hArray | hNull},
-	{path: "config.environment.extra_docker_compose", kinds: hArray},
-	{path: "config.environment.env", kinds: hObject},
-	{path: "config.environment.env.*", kinds: hString},
-	{path: "config.environment.kwargs", kinds: hObject},
-	{path: "config.environment.extra_allowed_hosts", kinds: hArray},
-
-	// VerifierConfig.
-	{path: "config.verifier.override_timeout_sec", kinds: hNumber | hNull},
-	{path: "config.verifier.max_timeout_sec", kinds: hNumber | hNull},
-	{path: "config.verifier.env", kinds: hObject},
-	{path: "config.verifier.env.*", kinds: hString},
-	{path: "config.verifier.import_path", kinds: hString | hNull},
-	{path: "config.verifier.kwargs", kinds: hObject},
-	{path: "config.verifier.disable", kinds: hBool},
+	var start trialdir.TrialStart
+	if json.Unmarshal(result, &res) != nil || json.Unmarshal(config, &start) != nil {
+		t.Fatalf("%s: result.json or config.json is not JSON", dir)
+	}
+	if !reflect.DeepEqual(start.TrialConfig, res.Config) {
+		t.Errorf("config.json's TrialConfig %+v, result.json's config %+v", start.TrialConfig, res.Config)
+	}
 }
 
 // checkHarborResult fails the test unless data is a TrialResult Harbor
 // reads.
 func checkHarborResult(t testing.TB, data []byte) {
 	t.Helper()
-	for _, p := range harborProblems(data) {
+	for _, p := range harbormodel.TrialResult.Problems(data) {
 		t.Errorf("result.json is not Harbor's TrialResult: %s", p)
 	}
-}
-
-// harborProblems lists what keeps data from being Harbor's TrialResult,
-// one located problem each.
-func harborProblems(data []byte) []string {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return []string{"not JSON: " + err.Error()}
-	}
-	if _, ok := doc.(map[string]any); !ok {
-		return []string{"not a JSON object"}
-	}
-	var problems []string
-	for _, f := range harborTrialResult {
-		parent, key := "", f.path
-		if i := strings.LastIndexByte(f.path, '.'); i >= 0 {
-			parent, key = f.path[:i], f.path[i+1:]
-		}
-		// A parent that is absent, null or not an object has no fields to
-		// check (its own entry says whether that is allowed).
-		for at, v := range lookup(doc, "", parent) {
-			obj, ok := v.(map[string]any)
-			if !ok {
-				continue
-			}
-			keys := []string{key}
-			if key == "*" {
-				keys = slices.Sorted(maps.Keys(obj))
-			}
-			for _, k := range keys {
-				path := strings.TrimPrefix(at+"."+k, ".")
-				v, ok := obj[k]
-				if !ok {
-					if f.required {
-						problems = append(problems, path+": missing")
-					}
-					continue
-				}
-				if msg := f.check(v); msg != "" {
-					problems = append(problems, path+": "+msg)
-				}
-			}
-		}
-	}
-	return problems
-}
-
-// lookup yields the values at a dotted path below v (at is v's path), one
-// for each key where the path has "*".
-func lookup(v any, at, path string) func(yield func(string, any) bool) {
-	return func(yield func(string, any) bool) {
-		var walk func(v any, at, path string) bool
-		walk = func(v any, at, path string) bool {
-			if path == "" {
-				return yield(at, v)
-			}
-			obj, ok := v.(map[string]any)
-			if !ok {
-				return true
-			}
-			key, rest, _ := strings.Cut(path, ".")
-			keys := []string{key}
-			if key == "*" {
-				keys = slices.Sorted(maps.Keys(obj))
-			}
-			for _, k := range keys {
-				if child, ok := obj[k]; ok && !walk(child, strings.TrimPrefix(at+"."+k, "."), rest) {
-					return false
-				}
-			}
-			return true
-		}
-		walk(v, at, path)
-	}
-}
-
-var canonicalUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-// check says what is wrong with a field's value; "" if nothing.
-func (f harborField) check(v any) string {
-	var kind harborKind
-	switch v := v.(type) {
-	case nil:
-		kind = hNull
-	case string:
-		kind = hString
-	case bool:
-		kind = hBool
-	case json.Number:
-		kind = hNumber
-		if _, err := v.Int64(); err == nil {
-			kind = hInt
-		}
-	case map[string]any:
-		kind = hObject
-	case []any:
-		kind = hArray
-	}
-	allowed := f.kinds
-	if allowed&hNumber != 0 {
-		allowed |= hInt
-	}
-	if kind&allowed == 0 {
-		return fmt.Sprintf("%s, want %s", kind, f.kinds)
-	}
-	s, ok := v.(string)
-	if !ok {
-		return ""
-	}
-	switch {
-	case f.enum != nil && !slices.Contains(f.enum, s):
-		return fmt.Sprintf("%q, want one of %s", s, strings.Join(f.enum, ", "))
-	case f.format == fUUID && !canonicalUUID.MatchString(s):
-		return fmt.Sprintf("%q is not a UUID", s)
-	case f.format == fDateTime:
-		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
-			return fmt.Sprintf("%q is not an RFC 3339 date-time", s)
-		}
-	case f.format == fFileURI:
-		if u, err := url.Parse(s); err != nil || u.Scheme != "file" || !strings.HasPrefix(u.Path, "/") {
-			return fmt.Sprintf("%q is not a file:// URI of an absolute path", s)
-		}
-	}
-	return ""
 }
 
 // harborSpec is a trial of the solo example on hello-world, as a job plans
@@ -355,7 +58,7 @@ func harborSpec(t *testing.T) (*Env, Spec) {
 	manifestPath := "../examples/manifests/solo.yaml"
 	tm := team(t, manifestPath)
 	spec := Spec{Name: "hello-world__" + tm.Manifest.Condition + "__1", Dir: filepath.Join(t.TempDir(), "job", "hello-world__hello-solo-mock__1"),
-		Team: tm, ManifestPath: manifestPath, Task: loadTask(t, helloWorld), Attempt: 1}
+		Team: tm, ManifestPath: manifestPath, Task: loadTask(t, helloWorld), Attempt: 1, JobUUID: trialdir.NewUUID()}
 	return env, spec
 }
 
@@ -388,7 +91,40 @@ func harborResults(t *testing.T) map[string]*trialdir.TrialResult {
 	cause := fmt.Errorf("start container: %w", errors.Join(errors.New("no such image"), runtime.ErrNotFound))
 	broken.ExceptionInfo = newExceptionInfo(ErrContainer, cause, *at(1))
 	broken.FinishedAt = *at(2)
-	return map[string]*trialdir.TrialResult{"passed": passed, "infra_error": broken}
+
+	// A task of a registry's dataset, as troupe run --dataset gives it.
+	spec.Task.Origin = &testOrigin
+	fromDataset := newResult(env, spec, spec.Name+"-8c9d0e1f", start)
+	fromDataset.CompletionReason, fromDataset.Outcome = DeclaredDone, "failed"
+	fromDataset.VerifierResult = &trialdir.VerifierResult{Rewards: map[string]float64{"reward": 0}}
+	return map[string]*trialdir.TrialResult{"passed": passed, "infra_error": broken, "dataset": fromDataset}
+}
+
+// testOrigin is where a task of a dataset came from.
+var testOrigin = task.Origin{Name: "terminal-bench", Version: "2.0", Registry: "https://example.com/registry.json",
+	GitURL: "https://example.com/tasks.git", GitCommit: "0123456789abcdef0123456789abcdef01234567", Path: "tasks/hello-world"}
+
+// TestHarborDatasetTask: a task of a dataset is recorded as Harbor records
+// it (a GitTaskId, the dataset's name as source, config.task the
+// repository, commit and path), and whole in troupe's dataset.
+func TestHarborDatasetTask(t *testing.T) {
+	env, spec := harborSpec(t)
+	spec.Task.Origin = &testOrigin
+	res := newResult(env, spec, "internal-id", time.Now())
+	o := testOrigin
+	if want := (trialdir.TaskID{GitURL: o.GitURL, GitCommitID: o.GitCommit, Path: o.Path}); res.TaskID != want {
+		t.Errorf("task_id %+v, want %+v", res.TaskID, want)
+	}
+	if c := res.Config.Task; c.Path != o.Path || c.GitURL != o.GitURL || c.GitCommitID != o.GitCommit || c.Source == nil || *c.Source != o.Name {
+		t.Errorf("config.task %+v", c)
+	}
+	if res.Source == nil || *res.Source != o.Name || res.TaskPath != spec.Task.Dir || res.TaskName != "hello-world" {
+		t.Errorf("source %v, task_path %q, task_name %q", res.Source, res.TaskPath, res.TaskName)
+	}
+	want := trialdir.DatasetTask{Name: o.Name, Version: o.Version, Registry: o.Registry, GitURL: o.GitURL, GitCommitID: o.GitCommit, Path: o.Path}
+	if res.Dataset == nil || *res.Dataset != want {
+		t.Errorf("dataset %+v, want %+v", res.Dataset, want)
+	}
 }
 
 func TestHarborResultAsRunBuildsIt(t *testing.T) {
@@ -411,7 +147,7 @@ func TestHarborResultFields(t *testing.T) {
 	env, spec := harborSpec(t)
 	res := newResult(env, spec, "internal-id", time.Now())
 	dir, _ := filepath.Abs(spec.Dir)
-	if !canonicalUUID.MatchString(res.ID) || res.TrialID != "internal-id" {
+	if !trialdir.IsUUID(res.ID) || res.TrialID != "internal-id" {
 		t.Errorf("id %q, troupe_trial_id %q", res.ID, res.TrialID)
 	}
 	if want := "file://" + dir; res.TrialURI != want {
@@ -433,8 +169,11 @@ func TestHarborResultFields(t *testing.T) {
 	if e := res.Config.Environment; e.Type != "docker" || e.OverrideCPUs == nil || *e.OverrideCPUs != 1 || e.OverrideMemoryMB == nil || *e.OverrideMemoryMB != 512 {
 		t.Errorf("config.environment %+v", e)
 	}
-	if res.Config.TimeoutMultiplier != 1 {
-		t.Errorf("timeout_multiplier %v", res.Config.TimeoutMultiplier)
+	if res.Config.TimeoutMultiplier != 1 || res.Config.JobID != spec.JobUUID {
+		t.Errorf("timeout_multiplier %v, job_id %q, want %q", res.Config.TimeoutMultiplier, res.Config.JobID, spec.JobUUID)
+	}
+	if res.Dataset != nil {
+		t.Errorf("dataset %+v for a task folder", res.Dataset)
 	}
 }
 
@@ -460,7 +199,13 @@ func TestHarborChecker(t *testing.T) {
 		{"as built", func(map[string]any) {}, ""},
 		{"no exception", func(doc map[string]any) { doc["exception_info"] = nil }, ""},
 		{"exception_info left out", func(doc map[string]any) { delete(doc, "exception_info") }, ""},
-		{"a GitTaskId", func(doc map[string]any) { obj(doc, "task_id")["git_url"] = "https://example.com/t.git" }, "task_id.git_url: string, want null"},
+		{"a GitTaskId", func(doc map[string]any) { obj(doc, "task_id")["git_url"] = "https://example.com/t.git" }, ""},
+		{"a git_url that is not a string", func(doc map[string]any) { obj(doc, "task_id")["git_url"] = 7 }, "task_id.git_url: integer, want string"},
+		{"a task_id of nothing", func(doc map[string]any) { doc["task_id"] = map[string]any{"git_url": "https://example.com/t.git"} }, "task_id: none of LocalTaskId"},
+		{"a commit without its repository", func(doc map[string]any) { obj(doc, "config.task")["git_commit_id"] = "0a1b" }, "config.task: 'git_commit_id' requires 'git_url' to be set."},
+		{"a ref without a name", func(doc map[string]any) { obj(doc, "config.task")["ref"] = "latest" }, "config.task: 'ref' requires 'name' to be set."},
+		{"a task without path or name", func(doc map[string]any) { delete(obj(doc, "config.task"), "path") }, "config.task: Either 'path' or 'name' must be set."},
+		{"job_id troupe's own", func(doc map[string]any) { obj(doc, "config")["job_id"] = "jobs-1760000000" }, `config.job_id: "jobs-1760000000" is not a UUID`},
 		{"id missing", func(doc map[string]any) { delete(doc, "id") }, "id: missing"},
 		{"id troupe's own", func(doc map[string]any) { doc["id"] = "hello-world__hello-solo-mock__1-0a1b2c3d" }, "is not a UUID"},
 		{"id a number", func(doc map[string]any) { doc["id"] = 7 }, "id: integer, want string"},
@@ -472,7 +217,7 @@ func TestHarborChecker(t *testing.T) {
 		{"task_id a string", func(doc map[string]any) { doc["task_id"] = "hello-world" }, "task_id: string, want object"},
 		{"config missing", func(doc map[string]any) { delete(doc, "config") }, "config: missing"},
 		{"config.task missing", func(doc map[string]any) { delete(obj(doc, "config"), "task") }, "config.task: missing"},
-		{"task name beside path", func(doc map[string]any) { obj(doc, "config.task")["name"] = "troupe/hello-world" }, "config.task.name"},
+		{"task name beside path", func(doc map[string]any) { obj(doc, "config.task")["name"] = "troupe/hello-world" }, "config.task: Cannot set both 'path' and 'name'."},
 		{"unknown environment type", func(doc map[string]any) { obj(doc, "config.environment")["type"] = "podman" }, `"podman", want one of`},
 		{"agent_info missing", func(doc map[string]any) { delete(doc, "agent_info") }, "agent_info: missing"},
 		{"version a number", func(doc map[string]any) { obj(doc, "agent_info")["version"] = 1.5 }, "agent_info.version: number, want string"},
@@ -495,7 +240,7 @@ func TestHarborChecker(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			problems := harborProblems(data)
+			problems := harbormodel.TrialResult.Problems(data)
 			switch {
 			case c.want == "" && len(problems) > 0:
 				t.Errorf("problems %q, want none", problems)
@@ -505,21 +250,9 @@ func TestHarborChecker(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"", "[]", "{"} {
-		if len(harborProblems([]byte(bad))) == 0 {
+		if len(harbormodel.TrialResult.Problems([]byte(bad))) == 0 {
 			t.Errorf("%q passed", bad)
 		}
-	}
-}
-
-func TestHarborUUID(t *testing.T) {
-	seen := map[string]bool{}
-	for range 1000 {
-		id := newUUID()
-		// Version 4, variant 10xx (RFC 9562).
-		if !canonicalUUID.MatchString(id) || id[14] != '4' || !strings.ContainsRune("89ab", rune(id[19])) || seen[id] {
-			t.Fatalf("%q (seen before: %v)", id, seen[id])
-		}
-		seen[id] = true
 	}
 }
 

@@ -186,6 +186,9 @@ type Spec struct {
 	// Replay answers the agents' calls from a recorded trial; nil asks
 	// their endpoints.
 	Replay *Replay
+	// JobUUID is Harbor's id of the trial's job (config.json's job_id); ""
+	// for a trial outside a job.
+	JobUUID string
 }
 
 // Event is a step of a trial, for progress displays and --json.
@@ -373,14 +376,15 @@ func (r *run) agentTimeout() time.Duration {
 	return r.env.Limits.scale(d)
 }
 
-// config is the trial's config.json: what it was asked to run. No secret.
+// config is the trial's config.json: what it was asked to run, Harbor's
+// TrialConfig with troupe's fields beside it. No secret.
 func (r *run) config() *trialdir.TrialStart {
-	m := r.spec.Team.Manifest
+	res := r.res
 	return &trialdir.TrialStart{
-		TrialName: r.spec.Name, ID: r.id, JobID: r.env.JobID, Attempt: r.spec.Attempt,
-		Task:     trialdir.StartTask{Name: r.spec.Task.Name, Path: r.spec.Task.Dir, Checksum: r.spec.Task.Digest},
-		Manifest: trialdir.StartManifest{Path: r.spec.ManifestPath, Condition: m.Condition, SHA256: m.Hash()},
-		Timeouts: r.res.Timeouts, AgentUser: r.res.AgentUser, Version: r.env.Version,
+		TrialConfig: res.Config, TrialID: r.id, JobID: r.env.JobID,
+		TaskName: res.TaskName, TaskPath: res.TaskPath, TaskChecksum: res.TaskChecksum, Dataset: res.Dataset,
+		Attempt: res.Attempt, Condition: res.Condition, ManifestPath: res.ManifestPath, ManifestHash: res.ManifestHash,
+		AgentUser: res.AgentUser, Timeouts: res.Timeouts, Version: r.env.Version,
 	}
 }
 

@@ -52,9 +52,7 @@ func runSpec(t *testing.T, env *Env, spec Spec) (*trialdir.TrialResult, string) 
 	if err != nil || onDisk.Outcome != res.Outcome || onDisk.CompletionReason != res.CompletionReason {
 		t.Errorf("result.json: %v %+v", err, onDisk)
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "result.json")); err == nil {
-		checkHarborResult(t, data)
-	}
+	checkHarborFiles(t, dir)
 	if len(events) < 2 || events[0].Type != EventStarted || events[len(events)-1].Type != EventFinished || events[len(events)-1].Outcome != res.Outcome {
 		t.Errorf("events: %+v", events)
 	}

@@ -1,6 +1,9 @@
 package trialdir
 
 import (
+	"crypto/rand"
+	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/troupebench/troupe/modelcall"
@@ -13,10 +16,14 @@ import (
 // (trial/harbor.go) and its harbor_test.go checks them against Harbor's
 // model.
 
-// TaskID is Harbor's LocalTaskId: the task's folder. troupe runs local
-// tasks only, never Harbor's git or package tasks.
+// TaskID is Harbor's LocalTaskId, the task's folder, or, for a task of a
+// registry's dataset, its GitTaskId: the repository, the pinned commit and
+// the task's path in it (as Harbor's dataset resolution writes it). troupe
+// never runs Harbor's package tasks.
 type TaskID struct {
-	Path string `json:"path"`
+	GitURL      string `json:"git_url,omitempty"`
+	GitCommitID string `json:"git_commit_id,omitempty"`
+	Path        string `json:"path"`
 }
 
 // AgentInfo is Harbor's AgentInfo. For a team, Name is the manifest's
@@ -38,8 +45,7 @@ type ModelInfo struct {
 
 // TrialConfig is Harbor's TrialConfig: the trial as Harbor would have been
 // asked to run it. Fields troupe has no counterpart for are left out and
-// take Harbor's defaults; job_id among them, since Harbor's is a UUID and
-// troupe's is not (config.json has it).
+// take Harbor's defaults.
 type TrialConfig struct {
 	Task      TaskConfig `json:"task"`
 	TrialName string     `json:"trial_name"`
@@ -50,14 +56,21 @@ type TrialConfig struct {
 	Agent             AgentConfig       `json:"agent"`
 	Environment       EnvironmentConfig `json:"environment"`
 	Verifier          VerifierConfig    `json:"verifier"`
+	// JobID is Harbor's id of the job (a UUID: the job's result.json id);
+	// left out for a trial outside a job.
+	JobID string `json:"job_id,omitempty"`
 }
 
-// TaskConfig is Harbor's TaskConfig of a local task: its folder, and the
-// task's source when task.toml names one. Harbor refuses a name beside a
-// path, so the task's org/name is not repeated here.
+// TaskConfig is Harbor's TaskConfig of a local task (its folder), or of a
+// registry dataset's task (the repository, the pinned commit, and the
+// task's path in the repository, as Harbor's DatasetConfig resolves it).
+// Source is the dataset's name, else task.toml's source. Harbor refuses a
+// name beside a path, so the task's org/name is not repeated here.
 type TaskConfig struct {
-	Path   string  `json:"path"`
-	Source *string `json:"source"`
+	Path        string  `json:"path"`
+	GitURL      string  `json:"git_url,omitempty"`
+	GitCommitID string  `json:"git_commit_id,omitempty"`
+	Source      *string `json:"source"`
 }
 
 // AgentConfig is Harbor's AgentConfig of a team. ModelName is the
@@ -125,3 +138,45 @@ type ExceptionInfo struct {
 // exception_type. The trial names its values (trial.ErrProvision and the
 // others).
 type ErrorKind string
+
+// DatasetConfig is Harbor's DatasetConfig of a registry's dataset, as a
+// job's config.json lists those --dataset named: its name and version and
+// the registry it is in, a URL (RegistryURL) or a file (RegistryPath).
+type DatasetConfig struct {
+	Name         string `json:"name"`
+	Version      string `json:"version"`
+	RegistryURL  string `json:"registry_url,omitempty"`
+	RegistryPath string `json:"registry_path,omitempty"`
+}
+
+// DatasetTask is where a task of a registry's dataset came from: the
+// dataset (its name and version, the registry it is in), and the task's
+// repository, pinned commit and path in it. Harbor writes the same as a
+// GitTaskId and the job's DatasetConfig; troupe writes it whole in the
+// trial's result.json and config.json too, so that a trial alone says
+// what it ran.
+type DatasetTask struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	Registry    string `json:"registry"`
+	GitURL      string `json:"git_url"`
+	GitCommitID string `json:"git_commit_id"`
+	Path        string `json:"path"`
+}
+
+// NewUUID returns a random (version 4) UUID in its canonical form: Harbor's
+// id of a trial (result.json's id) and of a job (the job's result.json id,
+// its trials' job_id).
+func NewUUID() string {
+	var b [16]byte
+	rand.Read(b[:])         // never fails: crypto/rand crashes the program instead
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // variant of RFC 9562
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// IsUUID reports whether s is a UUID in its canonical form, as NewUUID and
+// Python's str(uuid) write it.
+func IsUUID(s string) bool { return uuidForm.MatchString(s) }
+
+var uuidForm = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)

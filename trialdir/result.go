@@ -32,7 +32,8 @@ type TrialResult struct {
 	TaskName string `json:"task_name"`
 	TaskID   TaskID `json:"task_id"`
 	TaskPath string `json:"task_path"`
-	// Source is task.toml's source; nil without one.
+	// Source is, as Harbor writes it, the name of the dataset the task
+	// came from (Dataset); else task.toml's source; nil without either.
 	Source       *string     `json:"source"`
 	TaskChecksum string      `json:"task_checksum"`
 	Config       TrialConfig `json:"config"`
@@ -110,6 +111,12 @@ type TrialResult struct {
 	// Replay is set when the trial replayed a recorded one: what was
 	// played, and where an agent left its recording.
 	Replay *ReplayRecord `json:"replay,omitempty"`
+
+	// Where the task came from, beside Harbor's task_id, source and
+	// config.task.
+
+	// Dataset is set for a task of a registry's dataset (--dataset).
+	Dataset *DatasetTask `json:"dataset,omitempty"`
 }
 
 // Reason is why the agents' work ended (step 7 of a trial): the result's

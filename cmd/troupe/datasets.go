@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troupebench/troupe/dataset"
+	"github.com/troupebench/troupe/task"
 )
 
 func newDatasetsCmd(a *app) *cobra.Command {
@@ -162,17 +164,19 @@ func (l datasetLimits) limits() (dataset.Limits, error) {
 // datasetTasks fetches the datasets that --dataset names (NAME@VERSION, or
 // NAME for its newest) from the registry, within the limits, and returns
 // their task folders in the cache, for troupe run to read as it reads
-// --tasks. Git's own progress goes to progress, nil for none.
-func datasetTasks(ctx context.Context, stderr, progress io.Writer, refs []string, registry string, limits dataset.Limits) ([]string, error) {
+// --tasks, and where each came from, by folder (the trial records it).
+// Git's own progress goes to progress, nil for none.
+func datasetTasks(ctx context.Context, stderr, progress io.Writer, refs []string, registry string, limits dataset.Limits) ([]string, map[string]*task.Origin, error) {
 	if len(refs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	reg, err := loadRegistry(ctx, registry)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f := &dataset.Fetcher{Log: stderr, Progress: progress, Limits: limits}
 	var dirs []string
+	origins := map[string]*task.Origin{}
 	var errs []error
 	for _, ref := range refs {
 		ds, err := reg.Lookup(ref)
@@ -186,14 +190,17 @@ func datasetTasks(ctx context.Context, stderr, progress io.Writer, refs []string
 			errs = append(errs, err)
 			continue
 		}
-		for _, d := range got {
-			if !slices.Contains(dirs, d) { // the same dataset given twice
-				dirs = append(dirs, d)
+		for i, d := range got { // one folder a task, in the dataset's order
+			if slices.Contains(dirs, d) { // the same dataset given twice
+				continue
 			}
+			dirs = append(dirs, d)
+			t := ds.Tasks[i]
+			origins[filepath.Clean(d)] = &task.Origin{Name: ds.Name, Version: ds.Version, Registry: reg.Source, GitURL: t.GitURL, GitCommit: t.GitCommit, Path: t.Path}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return dirs, nil
+	return dirs, origins, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/troupebench/troupe/dataset"
+	"github.com/troupebench/troupe/internal/harbormodel"
 	"github.com/troupebench/troupe/task"
 )
 
@@ -146,12 +148,18 @@ func TestDatasetsResolveForRun(t *testing.T) {
 		"demo@0.9": {"tasks/hello"},
 	})
 	var stderr bytes.Buffer
-	dirs, err := datasetTasks(t.Context(), &stderr, nil, []string{"demo", "demo@1.0"}, reg, dataset.Limits{})
+	dirs, origins, err := datasetTasks(t.Context(), &stderr, nil, []string{"demo", "demo@1.0"}, reg, dataset.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(dirs) != 2 || !strings.HasPrefix(dirs[0], filepath.Join(dir, "cache", "troupe", "datasets", "tasks")) {
 		t.Fatalf("got %q", dirs)
+	}
+	for i, p := range []string{"tasks/hello", "tasks/world"} {
+		want := task.Origin{Name: "demo", Version: "1.0", Registry: reg, GitURL: repo, GitCommit: commit, Path: p}
+		if o := origins[dirs[i]]; o == nil || *o != want {
+			t.Errorf("%s came from %+v, want %+v", dirs[i], o, want)
+		}
 	}
 	if !strings.Contains(stderr.String(), "dataset demo@1.0: 2 tasks at pinned commits, from "+reg) {
 		t.Errorf("stderr:\n%s", &stderr)
@@ -216,5 +224,68 @@ func TestDatasetsRunRefusals(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "jobs")); err == nil {
 		t.Error("a refused run made a job folder")
+	}
+}
+
+// TestDatasetRunRecordsWhereTasksCameFrom runs a task of a dataset (a git
+// repository the test makes, in a registry file): the trial records where
+// its task came from as Harbor records a registry's task (a GitTaskId, the
+// dataset's name as source, config.task the repository, commit and path),
+// troupe's dataset field says it whole, with the version, and the job's
+// config.json lists the dataset; each file is the Harbor model it stands
+// for.
+func TestDatasetRunRecordsWhereTasksCameFrom(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	dir := isolate(t)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	files := map[string]string{}
+	harborTask(files, "tasks/hello")
+	repo, commit := datasetRepo(t, files)
+	reg := datasetRegistry(t, dir, repo, commit, map[string][]string{"demo@1.0": {"tasks/hello"}})
+	job := filepath.Join(dir, "job")
+	code, stdout, stderr := troupe(t, "run", filepath.Join(root, "examples/manifests/solo.yaml"), "--dataset", "demo@1.0", "--registry", reg, "--out", job)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	trialDir := filepath.Join(job, "hello__hello-solo-mock__1")
+	var res struct {
+		TaskID  map[string]string `json:"task_id"`
+		Source  *string           `json:"source"`
+		TaskDir string            `json:"task_path"`
+		Config  struct {
+			Task  map[string]any `json:"task"`
+			JobID string         `json:"job_id"`
+		} `json:"config"`
+		Dataset map[string]string `json:"dataset"`
+	}
+	json.Unmarshal(harbormodel.TrialResult.CheckFile(t, filepath.Join(trialDir, "result.json")), &res)
+	harbormodel.TrialConfig.CheckFile(t, filepath.Join(trialDir, "config.json"))
+	if want := map[string]string{"git_url": repo, "git_commit_id": commit, "path": "tasks/hello"}; !maps.Equal(res.TaskID, want) {
+		t.Errorf("task_id %v, want %v", res.TaskID, want)
+	}
+	if want := map[string]any{"git_url": repo, "git_commit_id": commit, "path": "tasks/hello", "source": "demo"}; !maps.Equal(res.Config.Task, want) {
+		t.Errorf("config.task %v, want %v", res.Config.Task, want)
+	}
+	if res.Source == nil || *res.Source != "demo" || !strings.HasPrefix(res.TaskDir, filepath.Join(dir, "cache")) {
+		t.Errorf("source %v, task_path %s", res.Source, res.TaskDir)
+	}
+	want := map[string]string{"name": "demo", "version": "1.0", "registry": reg, "git_url": repo, "git_commit_id": commit, "path": "tasks/hello"}
+	if !maps.Equal(res.Dataset, want) {
+		t.Errorf("dataset %v, want %v", res.Dataset, want)
+	}
+	var cfg struct {
+		Datasets []map[string]string `json:"datasets"`
+		Tasks    []any               `json:"tasks"`
+	}
+	json.Unmarshal(harbormodel.JobConfig.CheckFile(t, filepath.Join(job, "config.json")), &cfg)
+	var jobRes struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(harbormodel.JobResult.CheckFile(t, filepath.Join(job, "result.json")), &jobRes)
+	if len(cfg.Datasets) != 1 || !maps.Equal(cfg.Datasets[0], map[string]string{"name": "demo", "version": "1.0", "registry_path": reg}) || len(cfg.Tasks) != 0 {
+		t.Errorf("the job's datasets %v, tasks %v", cfg.Datasets, cfg.Tasks)
+	}
+	if res.Config.JobID != jobRes.ID {
+		t.Errorf("the trial's job_id %q, the job's id %q", res.Config.JobID, jobRes.ID)
 	}
 }

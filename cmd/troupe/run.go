@@ -295,12 +295,15 @@ func loadJobInputs(ctx context.Context, a *app, opts *runOptions, artifactRoot s
 	if err != nil {
 		return nil, nil, errors.Join(append(errs, err)...)
 	}
-	fetched, err := datasetTasks(ctx, a.stderr, a.progress(), opts.datasets, opts.registry, limits)
+	fetched, origins, err := datasetTasks(ctx, a.stderr, a.progress(), opts.datasets, opts.registry, limits)
 	if err != nil {
 		return nil, nil, errors.Join(append(errs, err)...)
 	}
 	opts.tasks = append(opts.tasks, fetched...)
 	tasks, terr := task.Find(opts.tasks, task.Options{Strict: opts.strict})
+	for _, t := range tasks {
+		t.Origin = origins[filepath.Clean(t.Dir)]
+	}
 	errs = append(errs, terr, job.RefuseKeysInTaskEnv(tasks, cfg.endpoints), opts.hostPaths.Check(tasks))
 	if opts.oracle {
 		for _, t := range tasks {

@@ -74,6 +74,7 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	default:
 		result = r.verify(ctx, cctx)
 	}
+	r.collectEntrypoint(cctx)
 	r.closeServices(cctx)
 	r.closeTunnel(cctx)
 	r.stopEgress(cctx)
@@ -103,9 +104,10 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 // error means agent code may still run, and the trial is not verified: the
 // sweep could not run, or processes survived its KILL.
 func (r *run) sweep(ctx context.Context) error {
-	grace := r.env.Limits.SweepGrace
-	wctx, cancel := context.WithTimeout(ctx, grace+r.env.Limits.scale(sweepSlack))
-	out, err := r.callInside(wctx, "sweep", grace.String(), nil)
+	spec := r.sweepSpec()
+	arg, _ := json.Marshal(spec)
+	wctx, cancel := context.WithTimeout(ctx, spec.Grace+r.env.Limits.scale(sweepSlack))
+	out, err := r.callInside(wctx, "sweep", string(arg), nil)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("sweep the container: %w", err)

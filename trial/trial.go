@@ -276,6 +276,9 @@ type run struct {
 	// sidecars are the task's running services, with what their sweep
 	// spares (compose.go).
 	sidecars []sidecar
+	// baseline is the container's processes before the agents started,
+	// which the sweep spares when uids cannot tell (processes.go).
+	baseline *inside.Baseline
 }
 
 // Run runs one trial, step by step (docs/run.md), and writes its folder:
@@ -459,6 +462,9 @@ func (r *run) execute(ctx context.Context) Reason {
 		return broken(ErrHealthcheck, err)
 	}
 	if err := r.listSidecars(ctx); err != nil {
+		return broken(ErrContainer, err)
+	}
+	if err := r.takeBaseline(ctx); err != nil {
 		return broken(ErrContainer, err)
 	}
 	endPhase(&r.res.EnvironmentSetup)

@@ -72,6 +72,10 @@ type TrialResult struct {
 	// TrialBudgetExhausted is set when the trial's max_cost_usd was spent.
 	TrialBudgetExhausted bool           `json:"trial_budget_exhausted,omitempty"`
 	Sweep                *inside.Report `json:"sweep"`
+	// Entrypoint is the image's own first process (its ENTRYPOINT, with
+	// Harbor's command), which troupe init started: nil when the image
+	// has none. Its output is the trial folder's EntrypointLog.
+	Entrypoint *inside.MainStatus `json:"entrypoint,omitempty"`
 	// ServiceSweeps are the sweeps of the task's compose services, one a
 	// service that ran: what the agents left there, ended before the
 	// verifier while the service's own processes ran on.

@@ -117,6 +117,7 @@ func (r *run) sweep(ctx context.Context) error {
 		return fmt.Errorf("read the sweep's report: %w", err)
 	}
 	r.res.Sweep = &rep
+	r.recordKept(&rep)
 	for _, p := range rep.Signalled {
 		if p.Note != "" {
 			r.log.Warn("swept a process", "pid", p.PID, "uid", p.UID, "cmd", clip.Head(p.Cmd, 200), "note", p.Note)

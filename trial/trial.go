@@ -127,6 +127,9 @@ type Env struct {
 	// Record is how much of each model call the trial keeps; the zero value
 	// is RecordFull.
 	Record RecordMode
+	// Services is what becomes of the processes the agents leave running;
+	// the zero value is ServicesAuto.
+	Services ServicesPolicy
 	// EgressDial is how the allowlist proxy reaches allowed hosts; nil is
 	// egress's default, which never reaches the host itself (tests give
 	// one that reaches a local server).

@@ -196,16 +196,22 @@ func groupTrials(trials []*Trial) grouping {
 }
 
 // warnUntrusted warns, per condition, of trials whose verdict is marked
-// untrusted.
+// untrusted, and of those during whose verifier agent code ran.
 func (c *Comparison) warnUntrusted(trials []*Trial) {
-	untrusted := map[string]int{}
+	untrusted, ran := map[string]int{}, map[string]int{}
 	for _, t := range trials {
 		if t.VerdictUntrusted && !t.Redone {
 			untrusted[t.Condition]++
 		}
+		if t.AgentCodeDuringVerifier && !t.Redone {
+			ran[t.Condition]++
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(untrusted)) {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("condition %q has %d trials whose verdict is marked untrusted: their system files (a shell, an interpreter, /tests) changed before the verifier ran; result.json's system_changes names them (docs/run.md, step 9)", name, untrusted[name]))
+	}
+	for _, name := range slices.Sorted(maps.Keys(ran)) {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("condition %q has %d trials during whose verifier agent code ran: processes the agents left running were kept (--services keep, or the task's declaration); result.json's sweep.kept names them (docs/run.md, \"Services the agents leave running\")", name, ran[name]))
 	}
 }
 

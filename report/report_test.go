@@ -320,3 +320,22 @@ func TestUntrustedVerdictsAreWarned(t *testing.T) {
 		t.Errorf("warnings %q, want one starting %q", c.Warnings, want)
 	}
 }
+
+// TestAgentCodeDuringVerifierIsWarned: trials whose sweep kept the agents'
+// detached processes into the verifier are counted in a warning.
+func TestAgentCodeDuringVerifierIsWarned(t *testing.T) {
+	var trials []*Trial
+	for i := range 3 {
+		tr := mk("c", "h", fmt.Sprint("task-", i), 1, outcome.Passed, 1)
+		tr.AgentCodeDuringVerifier = i == 0
+		trials = append(trials, tr, mk("b", "hb", fmt.Sprint("task-", i), 1, outcome.Passed, 1))
+	}
+	c, err := Compare(trials, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `condition "c" has 1 trials during whose verifier agent code ran`
+	if len(c.Warnings) != 1 || !strings.HasPrefix(c.Warnings[0], want) {
+		t.Errorf("warnings %q, want one starting %q", c.Warnings, want)
+	}
+}

@@ -53,6 +53,10 @@ type Image struct {
 	// User is the image's default user (its USER: a name or uid, with an
 	// optional group); "" means root.
 	User string
+	// Entrypoint and Cmd are the image's ENTRYPOINT and CMD: what Docker
+	// would start as its first process. A backend that cannot read them
+	// (Kubernetes) leaves them nil.
+	Entrypoint, Cmd []string
 }
 
 // Container is a container a backend created: Create returns it, not

@@ -51,6 +51,7 @@ func (t *Task) applyTop(tf *taskFile, at locator, p *problems) (warnings []*loca
 	t.SchemaVersion, _ = p.asString(at.at("", "schema_version"), schema)
 	t.Source, _ = p.asString(at.at("", "source"), tf.Source)
 	warnings = t.applyArtifacts(tf.Artifacts, at, p)
+	t.applyTroupe(tf.Metadata, at, p)
 	if tf.Task != nil {
 		f := at.at("task", "name")
 		warnings = append(warnings, knownIn(at, "task", tf.Task, "name", "description", "authors", "keywords", "version")...)
@@ -393,4 +394,24 @@ func healthcheck(at locator, p *problems, m map[string]any) *Healthcheck {
 		}
 	}
 	return hc
+}
+
+// applyTroupe reads troupe's own keys, in [metadata.troupe], where Harbor
+// keeps them as metadata and does nothing with them: services, what the
+// sweep does with the processes the agents leave running (docs/run.md,
+// "Services").
+func (t *Task) applyTroupe(meta map[string]any, at locator, p *problems) {
+	tr, ok := meta["troupe"].(map[string]any)
+	if !ok {
+		return
+	}
+	f := at.at("metadata.troupe", "services")
+	if v, ok := p.asString(f, tr["services"]); ok && v != "" {
+		switch v {
+		case ServicesKeep, ServicesSweep:
+			t.Services = v
+		default:
+			p.add(f, "%q is not %q (the agents' detached processes run on into the verifier) or %q (every agent process is ended before it)", v, ServicesKeep, ServicesSweep)
+		}
+	}
 }

@@ -81,6 +81,11 @@ type Task struct {
 	// Workdir is [environment] workdir: the folder every command starts in
 	// instead of the image's WORKDIR; "" keeps it.
 	Workdir string
+	// Services is [metadata.troupe] services: ServicesKeep when the task
+	// needs what the agents leave running (a server they were asked to
+	// start) to survive into the verifier, ServicesSweep when it must not;
+	// "" says nothing (troupe's default: sweep).
+	Services string
 	// Healthcheck runs before the agents start; nil when there is none.
 	Healthcheck *Healthcheck
 	// Artifacts are the paths collected into the trial's artifacts/ after
@@ -118,6 +123,12 @@ type Origin struct {
 	Name, Version, Registry string
 	GitURL, GitCommit, Path string
 }
+
+// The values of [metadata.troupe] services.
+const (
+	ServicesKeep  = "keep"
+	ServicesSweep = "sweep"
+)
 
 // NetworkMode is Harbor's network_mode.
 type NetworkMode string

@@ -100,6 +100,7 @@ func TestLoadTaskProblems(t *testing.T) {
 		{name: "what troupe cannot run yet", toml: "[environment]\ngpus = 1\nos = \"windows\"\n[verifier]\nenvironment_mode = \"separate\"\n[[steps]]\nname = \"one\"\n", parts: allParts,
 			want: []string{"gpus: 1: troupe does not give trials GPUs", `os: "windows": troupe runs Linux containers only`, "a separate verifier environment is not supported yet", `missing: [[steps]] names "one"`}},
 		{name: "task name", toml: "[task]\nname = \"Parallel TF-IDF Search\"\n", parts: allParts, want: []string{"[task] name: \"Parallel TF-IDF Search\" must be in org/name form"}},
+		{name: "troupe's services key", toml: "[metadata.troupe]\nservices = \"forever\"\n", parts: allParts, want: []string{"task.toml:2: [metadata.troupe] services: \"forever\" is not \"keep\""}},
 		{name: "healthcheck and MCP", toml: "[environment.healthcheck]\ninterval_sec = -1\nretries = 0\n[[environment.mcp_servers]]\nname = \"m\"\ntransport = \"stdio\"\n", parts: allParts,
 			want: []string{"[environment.healthcheck] command: is required", "interval_sec: must be between 0 and a day", "retries: must be between 1 and 1000", "MCP server \"m\": transport stdio needs a command"}},
 		{name: "env from a host variable that is not set", toml: "[environment.env]\nTOKEN = \"${TROUPE_TEST_UNSET_VAR}\"\n", parts: allParts,
@@ -342,5 +343,24 @@ func TestUnknownKeysWarn(t *testing.T) {
 	}
 	if _, err := Load(dir, Options{Strict: true}); err == nil || !strings.Contains(err.Error(), "(refused: --strict)") {
 		t.Errorf("strict: %v", err)
+	}
+}
+
+// TestTroupeServices: [metadata.troupe] services, troupe's own key where
+// Harbor keeps metadata, says whether a task needs what its agents leave
+// running; without it, nothing is declared.
+func TestTroupeServices(t *testing.T) {
+	for toml, want := range map[string]string{
+		"":                                 "",
+		"[metadata]\ncategory = \"web\"\n": "",
+		"[metadata.troupe]\nservices = \"keep\"\n":  ServicesKeep,
+		"[metadata.troupe]\nservices = \"sweep\"\n": ServicesSweep,
+	} {
+		tk, err := Load(writeTask(t, toml, allParts...), Options{Strict: true})
+		if err != nil {
+			t.Errorf("%q: %v", toml, err)
+		} else if tk.Services != want {
+			t.Errorf("%q: services %q, want %q", toml, tk.Services, want)
+		}
 	}
 }

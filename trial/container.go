@@ -54,7 +54,7 @@ func (r *run) createContainer(ctx context.Context) (ErrorKind, error) {
 		return kind, err
 	}
 	spec := runtime.ContainerSpec{
-		Image: r.img.Ref, Entrypoint: []string{runtime.BinaryPath, "init"}, User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
+		Image: r.img.Ref, Entrypoint: initCommand(r.img), User: "0:0", WorkDir: r.workdir, Binary: r.env.Binary,
 		Labels:   map[string]string{runtime.LabelJob: r.env.JobID, runtime.LabelTrial: r.id},
 		Env:      containerEnv(task),
 		Network:  r.containerNetwork(),

@@ -396,7 +396,7 @@ func (r *run) verifyStep(ctx context.Context, st *task.Step, sr *trialdir.StepRe
 		r.fail(ErrContainer, err)
 		return outcome.UnscoredInfra
 	}
-	r.baseline(ctx)
+	r.systemBaseline(ctx)
 	if err := r.agentNetwork(ctx); err != nil {
 		r.fail(ErrContainer, err)
 		return outcome.UnscoredInfra
@@ -435,10 +435,10 @@ func (r *run) clearVerifier(ctx context.Context) error {
 	return nil
 }
 
-// baseline records the system changes present after a step's verifier:
+// systemBaseline records the system changes present after a step's verifier:
 // troupe's /tests and what the verifier itself installed are not the next
 // step's agents' doing.
-func (r *run) baseline(ctx context.Context) {
+func (r *run) systemBaseline(ctx context.Context) {
 	files, ok, err := r.changedSystemFiles(ctx, r.container, false, func(ctx context.Context, name, arg string) ([]byte, error) {
 		return r.callInside(ctx, name, arg, nil)
 	})

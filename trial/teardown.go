@@ -76,6 +76,7 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 	default:
 		result = r.verify(ctx, cctx)
 	}
+	r.collectEntrypoint(cctx)
 	r.closeServices(cctx)
 	r.closeTunnel(cctx)
 	r.stopEgress(cctx)
@@ -105,9 +106,10 @@ func (r *run) finish(ctx context.Context, reason Reason) {
 // error means agent code may still run, and the trial is not verified: the
 // sweep could not run, or processes survived its KILL.
 func (r *run) sweep(ctx context.Context) error {
-	grace := r.env.Limits.SweepGrace
-	wctx, cancel := context.WithTimeout(ctx, grace+r.env.Limits.scale(sweepSlack))
-	out, err := r.callInside(wctx, "sweep", grace.String(), nil)
+	spec := r.sweepSpec()
+	arg, _ := json.Marshal(spec)
+	wctx, cancel := context.WithTimeout(ctx, spec.Grace+r.env.Limits.scale(sweepSlack))
+	out, err := r.callInside(wctx, "sweep", string(arg), nil)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("sweep the container: %w", err)
@@ -117,6 +119,7 @@ func (r *run) sweep(ctx context.Context) error {
 		return fmt.Errorf("read the sweep's report: %w", err)
 	}
 	r.res.Sweep = &rep
+	r.recordKept(&rep)
 	for _, p := range rep.Signalled {
 		if p.Note != "" {
 			r.log.Warn("swept a process", "pid", p.PID, "uid", p.UID, "cmd", clip.Head(p.Cmd, 200), "note", p.Note)

@@ -136,6 +136,9 @@ type Env struct {
 	// HostPaths are the host paths the user lets tasks bind
 	// (--allow-host-path); the zero value allows none.
 	HostPaths HostPaths
+	// Services is what becomes of the processes the agents leave running;
+	// the zero value is ServicesAuto.
+	Services ServicesPolicy
 	// EgressDial is how the allowlist proxy reaches allowed hosts; nil is
 	// egress's default, which never reaches the host itself (tests give
 	// one that reaches a local server).
@@ -291,6 +294,9 @@ type run struct {
 	sidecars []sidecar
 	// steps is a multi-step trial's progress (steps.go); nil otherwise.
 	steps *stepsRun
+	// baseline is the container's processes before the agents started,
+	// which the sweep spares when uids cannot tell (processes.go).
+	baseline *inside.Baseline
 }
 
 // Run runs one trial, step by step (docs/run.md), and writes its folder:
@@ -468,6 +474,9 @@ func (r *run) execute(ctx context.Context) Reason {
 		return broken(ErrHealthcheck, err)
 	}
 	if err := r.listSidecars(ctx); err != nil {
+		return broken(ErrContainer, err)
+	}
+	if err := r.takeBaseline(ctx); err != nil {
 		return broken(ErrContainer, err)
 	}
 	endPhase(&r.res.EnvironmentSetup)

@@ -16,6 +16,9 @@ const (
 	Config = "config.json"
 	// Log is the trial's own log.
 	Log = "trial.log"
+	// EntrypointLog is what the image's own first process (its
+	// ENTRYPOINT) printed, its first MiB.
+	EntrypointLog = "entrypoint.log"
 	// Agents holds a folder per agent (Agent), and the stacks' install
 	// logs (InstallLog).
 	Agents = "agents"

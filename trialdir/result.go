@@ -76,6 +76,17 @@ type TrialResult struct {
 	// TrialBudgetExhausted is set when the trial's max_cost_usd was spent.
 	TrialBudgetExhausted bool           `json:"trial_budget_exhausted,omitempty"`
 	Sweep                *inside.Report `json:"sweep"`
+	// Services is what the sweep did with the processes the agents left
+	// running: "sweep" (ended) or "keep" (those detached from the agents'
+	// execs ran on into the verifier: the sweep report's kept lists them,
+	// and AgentCodeDuringVerifier is set when there were any: the verdict
+	// may be their doing).
+	Services                string `json:"services,omitempty"`
+	AgentCodeDuringVerifier bool   `json:"agent_code_during_verifier,omitempty"`
+	// Entrypoint is the image's own first process (its ENTRYPOINT, with
+	// Harbor's command), which troupe init started: nil when the image
+	// has none. Its output is the trial folder's EntrypointLog.
+	Entrypoint *inside.MainStatus `json:"entrypoint,omitempty"`
 	// ServiceSweeps are the sweeps of the task's compose services, one a
 	// service that ran: what the agents left there, ended before the
 	// verifier while the service's own processes ran on.

@@ -135,6 +135,11 @@ func parseConfig(path string, data []byte) (*config, error) {
 				cfg.settings["network"] = s
 			}
 		}},
+		{Name: "services", Decode: func(n *yaml11.Node, p string) {
+			if s, ok := d.String(n, p); ok {
+				cfg.settings["services"] = s
+			}
+		}},
 		{Name: "runtime", Decode: func(n *yaml11.Node, p string) {
 			if s, ok := d.String(n, p); ok {
 				cfg.settings["runtime"] = s

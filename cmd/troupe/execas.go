@@ -54,6 +54,7 @@ flag), as a shell and docker exec say.`,
 	cmd.Flags().StringVar(&x.User, "user", "", "user to run as: name or uid, with an optional :group (default root)")
 	cmd.Flags().StringVar(&x.WorkDir, "workdir", "", "working folder (default the exec's own)")
 	cmd.Flags().StringArrayVar(&x.Env, "env", nil, "K=V to set in CMD's environment (repeat)")
+	cmd.Flags().BoolVar(&x.Subreaper, "subreaper", false, "make CMD a child subreaper: its orphaned descendants are reparented to it, as to a container's PID 1 (troupe init starts an image's entrypoint so)")
 	cmd.Flags().BoolVar(&envStdin, "env-stdin", false, "read more K=V from standard input first: a decimal length, a newline, a JSON array of that many bytes (no secret in the command line); the rest of the input is CMD's")
 	// A bad flag is a failure to start CMD too: any status but 126 and 127
 	// would be taken for CMD's own.

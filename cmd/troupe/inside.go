@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,15 +21,29 @@ import (
 // --help: a user never runs them on the host.
 
 func newInitCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "init",
-		Short:  "Run as a trial container's PID 1: reap orphans, exit on SIGTERM",
+	var mainJSON string
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Run as a trial container's PID 1: start the image's entrypoint, reap orphans, exit on SIGTERM",
+		Long: `Run as a trial container's PID 1: reap every orphan, and exit on SIGTERM. With --main
+'{"cmd": [...], "user": U, "workdir": W}' (the image's ENTRYPOINT and command, as Harbor
+runs them), start that first, as a child run as the image's user in its working folder,
+its output kept in ` + inside.MainLog + ` and its end in ` + inside.MainStatusFile + `.`,
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return inside.Init(cmd.Context())
+			var main *inside.Main
+			if mainJSON != "" {
+				main = new(inside.Main)
+				if err := json.Unmarshal([]byte(mainJSON), main); err != nil {
+					return &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--main: %w", err)}
+				}
+			}
+			return inside.Init(cmd.Context(), main)
 		},
 	}
+	cmd.Flags().StringVar(&mainJSON, "main", "", "the image's own first process, as JSON {cmd, user, workdir}")
+	return cmd
 }
 
 func newFenceCmd() *cobra.Command {
@@ -85,7 +100,7 @@ Both refuse to run on a host or in a trial container.`,
 				}
 				v, err = inside.SweepService(cmd.Context(), base, grace)
 			default:
-				v, err = inside.Sweep(cmd.Context(), grace)
+				v, err = inside.Sweep(cmd.Context(), inside.SweepSpec{Grace: grace})
 			}
 			if err != nil {
 				return err
@@ -190,18 +205,52 @@ var tunnelCalls = map[string]tunnel.Handler{
 		}
 		return inside.Share(opts.Share, opts.GID)
 	},
-	// sweep: arg the grace period; out: the JSON report. The tunnel is the
-	// sweeping process: it and PID 1 are all that is left.
+	// sweep: arg the grace period, or an inside.SweepSpec as JSON (the
+	// agents' uids, or the baseline to spare; keep); out: the JSON report.
+	// The tunnel is the sweeping process: it is spared with PID 1.
 	"sweep": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
-		grace, err := time.ParseDuration(arg)
-		if err != nil {
-			return fmt.Errorf("sweep: %w", err)
+		var spec inside.SweepSpec
+		if strings.HasPrefix(arg, "{") {
+			if err := json.Unmarshal([]byte(arg), &spec); err != nil {
+				return fmt.Errorf("sweep: %w", err)
+			}
+		} else {
+			grace, err := time.ParseDuration(arg)
+			if err != nil {
+				return fmt.Errorf("sweep: %w", err)
+			}
+			spec.Grace = grace
 		}
-		rep, err := inside.Sweep(ctx, grace)
+		rep, err := inside.Sweep(ctx, spec)
 		if err != nil {
 			return err
 		}
 		return json.NewEncoder(out).Encode(rep)
+	},
+	// baseline: out: the trial container's processes now, by pid and
+	// start time (inside.ListTrial): what a sweep with it spares.
+	"baseline": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+		b, err := inside.ListTrial()
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(out).Encode(b)
+	},
+	// entrypoint: out: JSON {"status": the image's entrypoint's status as
+	// troupe init recorded it (null when it started none), "log": its
+	// output}.
+	"entrypoint": func(ctx context.Context, arg string, in io.Reader, out io.Writer) error {
+		st, err := inside.ReadMainStatus()
+		if err != nil {
+			return err
+		}
+		var log []byte
+		if st != nil {
+			if log, err = inside.ReadMainLog(); err != nil {
+				return err
+			}
+		}
+		return json.NewEncoder(out).Encode(map[string]any{"status": st, "log": log})
 	},
 	// user: arg a user as an image or task names it ("agent", "1000",
 	// "app:staff"); out: JSON {"name", "uid", "gid"} from the container's

@@ -30,6 +30,7 @@ type runOptions struct {
 	strict       bool
 	rebuild      bool
 	network      trial.NetworkPolicy
+	services     trial.ServicesPolicy
 	record       trial.RecordMode
 	// datasets are --dataset NAME@VERSION, read from registry.
 	datasets      []string
@@ -135,6 +136,7 @@ func runFlags(cmd *cobra.Command, opts *runOptions) {
 	f.BoolVar(&opts.rebuild, "rebuild", false, "build each task environment again, the engine's layer cache off, even when an image built from the same folder and base images exists (once per job; its trials share the build)")
 	f.BoolVar(&opts.oracle, "oracle", false, "also run the condition \"oracle\": each task's own solution/solve.sh in place of a team (Harbor's oracle agent); with no manifest, only it")
 	networkFlag(cmd)
+	f.String("services", string(trial.ServicesAuto), `what becomes of the processes the agents leave running: "sweep" ends them all before the verifier; "keep" (Harbor's way) ends the agents' own and lets those they detached (a server they were asked to start) run on into the verifier, listed in result.json, whose verdict then says agent code ran during it; "auto" keeps them for the tasks that declare it ([metadata.troupe] services = "keep") and sweeps for the others`)
 	runtimeFlag(cmd)
 	hostPathFlag(cmd)
 	f.BoolVar(&opts.dryRun, "dry-run", false, "check everything the run would check before its first container (manifests, stacks and their digests, tasks, endpoints), start nothing, and print the plan: every trial, stack and image, and what an earlier run in --out left (with --json, as JSON)")
@@ -164,6 +166,9 @@ func (opts *runOptions) resolve(a *app, cmd *cobra.Command, args []string) (arti
 		return "", nil, err
 	}
 	if opts.network, err = a.networkPolicy(cmd); err != nil {
+		return "", nil, err
+	}
+	if opts.services, err = a.servicesPolicy(cmd); err != nil {
 		return "", nil, err
 	}
 	if opts.registry, err = a.registry(cmd); err != nil {
@@ -212,6 +217,20 @@ func (a *app) networkPolicy(cmd *cobra.Command) (trial.NetworkPolicy, error) {
 	p, err := trial.ParseNetworkPolicy(v.GetString("network"))
 	if err != nil {
 		return "", &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--network (or TROUPE_NETWORK, or network: in the config file): %w", err)}
+	}
+	return p, nil
+}
+
+// servicesPolicy resolves --services with troupe's precedence (the flag,
+// TROUPE_SERVICES, the config file's services).
+func (a *app) servicesPolicy(cmd *cobra.Command) (trial.ServicesPolicy, error) {
+	v, err := a.settings(cmd, "services")
+	if err != nil {
+		return "", err
+	}
+	p, err := trial.ParseServicesPolicy(v.GetString("services"))
+	if err != nil {
+		return "", &usageError{command: cmd.CommandPath(), err: fmt.Errorf("--services (or TROUPE_SERVICES, or services: in the config file): %w", err)}
 	}
 	return p, nil
 }

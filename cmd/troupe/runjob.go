@@ -95,7 +95,7 @@ func runJob(ctx context.Context, a *app, cmd *cobra.Command, cfg *config, opts r
 	jobID := filepath.Base(spec.Dir) + "-" + fmt.Sprint(time.Now().Unix())
 	limits := trial.DefaultLimits
 	limits.Multiplier, limits.Ready = opts.multiplier, opts.readyTimeout
-	env := &trial.Env{Runtime: rt, Relay: rl, Gateway: gw, Binary: bin, JobID: jobID, Version: shortVersion(), Limits: limits, Network: opts.network, Record: opts.record, HostPaths: opts.hostPaths}
+	env := &trial.Env{Runtime: rt, Relay: rl, Gateway: gw, Binary: bin, JobID: jobID, Version: shortVersion(), Limits: limits, Network: opts.network, Record: opts.record, HostPaths: opts.hostPaths, Services: opts.services}
 
 	// The first signal cancels ctx (main's NotifyContext); a second one
 	// removes this job's containers at once and exits.

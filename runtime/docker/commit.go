@@ -111,6 +111,7 @@ func describe(ref string, info image.InspectResponse) runtime.Image {
 	img := runtime.Image{Ref: ref}
 	if info.Config != nil {
 		img.WorkDir, img.User = info.Config.WorkingDir, info.Config.User
+		img.Entrypoint, img.Cmd = info.Config.Entrypoint, info.Config.Cmd
 	}
 	return img
 }

@@ -361,6 +361,61 @@ func TestSweepEndsForkChains(t *testing.T) {
 	}
 }
 
+// TestScopedSweepSparesTheEnvironment: a sweep told the agents' uids, or
+// the processes there were before them, ends the agents' fork chains (TERM
+// ignored, each replacing itself) and leaves the environment's own
+// process, started before the agents by root, running.
+func TestScopedSweepSparesTheEnvironment(t *testing.T) {
+	d := newDocker(t)
+	id := trialContainer(t, d)
+	shell(t, d, id, `printf '%s\n' 'trap "" TERM HUP INT' 'sh /chain.sh &' > /chain.sh
+sh -c 'trap "" TERM; exec sleep 100000' >/dev/null 2>&1 &
+exit 0`)
+	env := func() string {
+		out, _ := shell(t, d, id, "pgrep -f 'sleep 100000'; exit 0")
+		return strings.TrimSpace(out)
+	}
+	daemon := env()
+	if daemon == "" {
+		t.Fatal("the environment's process did not start")
+	}
+	base, code, err := runtimetest.Exec(t, d.Container(id), runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "call", "baseline"}})
+	if err != nil || code != 0 {
+		t.Fatalf("troupe call baseline: %d %v %s", code, err, base)
+	}
+	for round, c := range []struct {
+		name, user, spec string
+	}{
+		{"by uid", "10001:10000", `{"grace": 200000000, "uids": [10001, 10002]}`},
+		{"by uid, one chain", "10002:10000", `{"grace": 200000000, "uids": [10001, 10002]}`},
+		{"by baseline", "0:0", `{"grace": 200000000, "baseline": ` + strings.TrimSpace(base) + `}`},
+	} {
+		chains := 4
+		if round == 1 {
+			chains = 1
+		}
+		out, code, err := runtimetest.Exec(t, d.Container(id), runtime.ExecSpec{User: c.user, Cmd: []string{"sh", "-c", fmt.Sprintf(`for i in $(seq %d); do sh /chain.sh >/dev/null 2>&1; done; exit 0`, chains)}})
+		if err != nil || code != 0 {
+			t.Fatalf("%s: start the chains: %d %v %s", c.name, code, err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+		out, code, err = runtimetest.Exec(t, d.Container(id), runtime.ExecSpec{Cmd: []string{runtime.BinaryPath, "call", "sweep", c.spec}})
+		var rep inside.Report
+		if err != nil || code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("%s: troupe call sweep: %d %v %s", c.name, code, err, out)
+		}
+		if len(rep.Survivors) != 0 || rep.Spared == 0 {
+			t.Errorf("%s: survivors or nothing spared: %+v", c.name, rep)
+		}
+		if ps, _ := shell(t, d, id, "ps -o pid,user,stat,args | grep chain.sh | grep -v grep; exit 0"); ps != "" {
+			t.Errorf("%s: chains left after the sweep:\n%s", c.name, ps)
+		}
+		if got := env(); got != daemon {
+			t.Errorf("%s: the environment's process %s is gone (now %q)", c.name, daemon, got)
+		}
+	}
+}
+
 func TestInitStopsOnTerm(t *testing.T) {
 	d := newDocker(t)
 	id := trialContainer(t, d)

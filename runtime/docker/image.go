@@ -81,11 +81,7 @@ func (d *Docker) Image(ctx context.Context, spec runtime.ImageSpec) (runtime.Ima
 			return runtime.Image{}, fmt.Errorf("docker: inspect image %s: %w", ref, err)
 		}
 	}
-	img := runtime.Image{Ref: ref}
-	if info.Config != nil {
-		img.WorkDir, img.User = info.Config.WorkingDir, info.Config.User
-	}
-	return img, nil
+	return describe(ref, info), nil
 }
 
 // resolve returns the image's reference and, when it has it already, its

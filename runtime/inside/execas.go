@@ -31,6 +31,12 @@ type ExecAs struct {
 	// Cmd is the command and its arguments; a name without a slash is
 	// looked up in the PATH of the new environment.
 	Cmd []string
+	// Subreaper makes the command a child subreaper (kept across exec):
+	// its orphaned descendants are reparented to it rather than to PID 1,
+	// as they are to a container's first process under Docker. troupe init
+	// starts an image's entrypoint so, which keeps every process it starts
+	// its descendant: the sweep tells them from the agents' by that.
+	Subreaper bool
 }
 
 // Exit statuses of a command that did not start, as a shell and docker
@@ -101,6 +107,11 @@ func (x ExecAs) Exec() error {
 			chdirLater = true
 		} else if err != nil {
 			return workDirError(x.WorkDir, err)
+		}
+	}
+	if x.Subreaper {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return notExecutable("become a child subreaper: %w", err)
 		}
 	}
 	if err := becomeUser(u, groups); err != nil {

@@ -28,22 +28,29 @@ import (
 
 // Init runs as the container's PID 1 until ctx ends (the caller cancels it
 // on SIGTERM): agents' orphaned children are reparented to it, and it reaps
-// them so they never pile up as zombies.
-func Init(ctx context.Context) error {
+// them so they never pile up as zombies. With a main process (the image's
+// ENTRYPOINT and command, main.go) it starts it first, as its child, and
+// records its output and its end; nil or an empty command starts nothing.
+func Init(ctx context.Context, main *Main) error {
 	if err := Undumpable(); err != nil {
 		return err
 	}
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)
-	reap()
+	var mp *mainProc
+	if main != nil && len(main.Cmd) > 0 {
+		mp = startMain(*main)
+		defer mp.close()
+	}
+	reap(mp)
 	for {
 		select {
 		case <-ctx.Done():
-			reap()
+			reap(mp)
 			return nil
 		case <-chld:
-			reap()
+			reap(mp)
 		}
 	}
 }
@@ -61,26 +68,38 @@ func Undumpable() error {
 	return nil
 }
 
-// reap collects every child that has exited.
-func reap() {
+// reap collects every child that has exited, and records the main
+// process's end when it is among them.
+func reap(mp *mainProc) {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 		if pid <= 0 || err != nil {
 			return
 		}
+		if mp != nil && pid == mp.status.PID {
+			mp.ended(ws)
+		}
 	}
 }
 
 // Proc is a process as a sweep reports it.
 type Proc struct {
-	PID  int    `json:"pid"`
+	PID int `json:"pid"`
+	// PPID is its parent's pid in the container: 0 for a process an exec
+	// started (its parent is outside), 1 for one orphaned or daemonized.
+	PPID int `json:"ppid"`
+	// UID and GID are its real user and group.
 	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
 	Cmd  string `json:"cmd"`
 	Kill bool   `json:"killed,omitempty"` // needed KILL after the grace period
 	// Note says what is unusual about the process: a main thread that
 	// exited while others run on, a process stuck in the kernel.
 	Note string `json:"note,omitempty"`
+	// Listens are the TCP and UDP sockets it listens on, as "tcp
+	// 0.0.0.0:8080": listed for the processes a sweep kept (Report.Kept).
+	Listens []string `json:"listens,omitempty"`
 }
 
 // Report says what a sweep did.
@@ -95,6 +114,13 @@ type Report struct {
 	// Their code cannot run again (KILL is pending), but the verdict of a
 	// trial with survivors is not trusted.
 	Survivors []Proc `json:"survivors"`
+	// Kept are the agents' processes a sweep with Keep left running (they
+	// were detached from the agents' execs): they run on during the
+	// verifier. The first maxReported of them.
+	Kept []Proc `json:"kept,omitempty"`
+	// Spared counts the environment's processes the sweep left alone: the
+	// image entrypoint's and what it started.
+	Spared int `json:"spared,omitempty"`
 }
 
 // ErrNotInTrialContainer refuses a sweep outside a trial container: it
@@ -111,12 +137,56 @@ const (
 	maxCmd      = 300
 )
 
-// Sweep ends every process of the trial container but PID 1 (troupe init)
+// SweepSpec says what a sweep ends. With neither UIDs nor Baseline it
+// ends every process of the container but PID 1 and itself.
+type SweepSpec struct {
+	// Grace is how long processes have to exit after TERM.
+	Grace time.Duration `json:"grace"`
+	// UIDs are the agents' own uids (agents that run isolated): only
+	// their processes are ended, and the environment's (root's, the
+	// image's user's) are spared.
+	UIDs []int `json:"uids,omitempty"`
+	// Baseline, without UIDs, lists the processes there were before the
+	// agents started (the environment's: the image's entrypoint and what
+	// it started, the tunnel): they are spared, every other is ended.
+	Baseline *Baseline `json:"baseline,omitempty"`
+	// Keep ends only the processes still attached to an agent's exec
+	// (the exec's process and its descendants) and leaves those the
+	// agents detached running, listed in Report.Kept. It needs UIDs or a
+	// Baseline.
+	Keep bool `json:"keep,omitempty"`
+}
+
+// Sweep ends the agents' processes in the trial container, as spec says;
+// it never ends PID 1 (troupe init) or the sweeping process itself. It
+// refuses to run unless PID 1 is troupe init: on a host, kill(-1) would
+// end every process the user may signal.
+func Sweep(ctx context.Context, spec SweepSpec) (Report, error) {
+	if err := checkTrialContainer(); err != nil {
+		return Report{}, err
+	}
+	switch {
+	case len(spec.UIDs) > 0:
+		return sweepScoped(ctx, spec, uidScope(spec.UIDs))
+	case spec.Baseline != nil:
+		sc, err := baselineScope(*spec.Baseline)
+		if err != nil {
+			return Report{}, err
+		}
+		return sweepScoped(ctx, spec, sc)
+	case spec.Keep:
+		return Report{}, errors.New("sweep: keep needs the agents' uids or a baseline, to tell the agents' processes from the environment's")
+	}
+	return sweepAll(ctx, spec.Grace)
+}
+
+// sweepAll ends every process of the container but PID 1 (troupe init)
 // and the sweeping process itself: TERM to each, up to grace for them to
-// exit, then one KILL to every process of the container's PID namespace at
-// once, and a wait for every process it reached to be gone. The KILL goes
-// out whatever the listing after the grace found, and the wait lists the
-// container again: a listing can miss a successor a chain started since.
+// exit, then one KILL to every process of the container's PID namespace
+// at once, and a wait for every process it reached to be gone. The KILL
+// goes out whatever the listing after the grace found, and the wait lists
+// the container again: a listing can miss a successor a chain started
+// since.
 //
 // The KILL is kill(-1, SIGKILL): the kernel delivers it to every process
 // of the namespace while holding the lock that fork needs, and a fork that
@@ -124,14 +194,8 @@ const (
 // fast. A thread group whose main thread has exited (it shows as a zombie
 // in /proc while its other threads run on) is one process to the kernel
 // and is killed with the rest; the listing counts it as live.
-//
-// It refuses to run unless PID 1 is troupe init: on a host, kill(-1) would
-// end every process the user may signal.
-func Sweep(ctx context.Context, grace time.Duration) (Report, error) {
+func sweepAll(ctx context.Context, grace time.Duration) (Report, error) {
 	var rep Report
-	if err := checkTrialContainer(); err != nil {
-		return rep, err
-	}
 	self := os.Getpid()
 	targets, err := live(self)
 	if err != nil {
@@ -219,6 +283,9 @@ func (rep *Report) bound() {
 	}
 	if len(rep.Survivors) > maxReported {
 		rep.Survivors = rep.Survivors[:maxReported]
+	}
+	if len(rep.Kept) > maxReported {
+		rep.Kept = rep.Kept[:maxReported]
 	}
 }
 
@@ -345,12 +412,43 @@ func readProc(pid int) (Proc, byte, bool) {
 		open := bytes.IndexByte(stat, '(')
 		p.Cmd = "[" + string(stat[open+1:bytes.LastIndexByte(stat, ')')]) + "]"
 	}
-	if info, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			p.UID = int(st.Uid)
-		}
+	p.PPID = statPPID(stat)
+	// Real ids from status: /proc/PID itself is root's when the process
+	// made itself non-dumpable.
+	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		p.UID, p.GID = statusID(status, "Uid:"), statusID(status, "Gid:")
 	}
 	return p, state, true
+}
+
+// statPPID reads the parent pid of a /proc stat line: the field after the
+// state.
+func statPPID(stat []byte) int {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// statusID reads the first (real) id of a /proc status line such as
+// "Uid:\t1000\t1000\t1000\t1000"; -1 when there is none.
+func statusID(status []byte, key string) int {
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, key); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				if n, err := strconv.Atoi(f[0]); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // IsTroupe reports whether a process runs troupe's own binary with the given

@@ -23,7 +23,7 @@ import (
 // TestSweepRefusesOutsideATrialContainer: on a host, kill(-1) would end
 // every process the user may signal.
 func TestSweepRefusesOutsideATrialContainer(t *testing.T) {
-	if _, err := Sweep(t.Context(), time.Millisecond); !errors.Is(err, ErrNotInTrialContainer) {
+	if _, err := Sweep(t.Context(), SweepSpec{Grace: time.Millisecond}); !errors.Is(err, ErrNotInTrialContainer) {
 		t.Fatalf("a sweep outside a trial container returned %v", err)
 	}
 }

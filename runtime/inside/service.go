@@ -32,6 +32,10 @@ type ProcKey struct {
 // sweep spares.
 type Baseline struct {
 	Procs []ProcKey `json:"procs"`
+	// Main, in a trial container, is the image's entrypoint (troupe
+	// init's main process, a subreaper) when it runs: its descendants are
+	// the environment's too, whenever they started.
+	Main *ProcKey `json:"main,omitempty"`
 }
 
 // ErrNotInService refuses a service sweep where it could reach processes
@@ -45,6 +49,12 @@ func ListService() (Baseline, error) {
 	if err := checkServiceContainer(); err != nil {
 		return Baseline{}, err
 	}
+	return listBaseline()
+}
+
+// listBaseline lists the container's processes, PID 1's included, but
+// the calling one, each by pid and start time.
+func listBaseline() (Baseline, error) {
 	self := os.Getpid()
 	b := Baseline{Procs: []ProcKey{}}
 	if k, ok := procKey(1); ok {
@@ -147,12 +157,7 @@ func killNewcomers(ctx context.Context, rep *Report, newcomers func() ([]Proc, e
 			}
 			killed[k] = true
 			fresh++
-			if i := indexPID(rep.Signalled, p.PID); i >= 0 {
-				rep.Signalled[i].Kill = true
-			} else {
-				p.Kill = true
-				rep.Signalled = append(rep.Signalled, p)
-			}
+			markKilled(rep, p)
 		}
 		if fresh == 0 || ctx.Err() != nil || time.Now().After(deadline) {
 			return nil // what is left is dying: awaitGone waits for it

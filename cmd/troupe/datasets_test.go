@@ -68,7 +68,7 @@ func datasetRegistry(t *testing.T, dir, url, commit string, datasets map[string]
 
 func harborTask(files map[string]string, dir string) {
 	files[dir+"/task.toml"] = "version = \"1.0\"\n"
-	files[dir+"/instruction.md"] = "Say hello.\n"
+	files[dir+"/instruction.md"] = "Create /app/hello.txt containing Hello, world!\n"
 	files[dir+"/environment/Dockerfile"] = "FROM busybox:latest\n"
 	files[dir+"/tests/test.sh"] = "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n"
 }

@@ -56,14 +56,17 @@ func (r *run) watch(ctx context.Context, instruction string) Reason {
 			// calls are frozen first, so nothing after counts.
 			r.gw.Freeze(string(InfraError))
 			r.log.Info("model call unanswerable", "agent", u.Agent, "endpoint", u.Endpoint, "class", u.Class)
+			// A teammate that cannot work says so to the team before it
+			// exits, and the call that answers its message may be the one
+			// no step was written for: the agent is the cause, not the
+			// call, so its exit is waited for a moment.
+			if r.cannotWorkWithin(cannotWorkGrace) {
+				return InfraError
+			}
 			r.fail(unanswerableKind(u), u)
 			return InfraError
 		case i := <-r.exits:
-			ar := r.exited(i)
-			if code := r.res.Agents[i].ExitCode; code != nil && *code == contract.ExitCannotWork {
-				// The agent never worked (a bridge's agent that could not
-				// run its first turn): not the team's failure.
-				r.fail(ErrAgentStart, fmt.Errorf("agent %s cannot work (it exited %d); its last words: %s", ar.ID, *code, lastWords(ar.stderr.Name(), 600)))
+			if r.cannotWork(i) {
 				return InfraError
 			}
 			if r.allExited() {
@@ -98,6 +101,40 @@ func (r *run) endDecision(reason Reason) Reason {
 		return DeclaredDone
 	}
 	return reason
+}
+
+// cannotWorkGrace is how long an unanswerable call waits for an agent
+// that cannot work to exit, which would explain it.
+const cannotWorkGrace = time.Second
+
+// cannotWork records agent i's exit and, when it exited saying it cannot
+// work (a bridge's agent that could not run its first turn), fails the
+// trial with that: not the team's failure.
+func (r *run) cannotWork(i int) bool {
+	ar := r.exited(i)
+	code := r.res.Agents[i].ExitCode
+	if code == nil || *code != contract.ExitCannotWork {
+		return false
+	}
+	r.fail(ErrAgentStart, fmt.Errorf("agent %s cannot work (it exited %d); its last words: %s", ar.ID, *code, lastWords(ar.stderr.Name(), 600)))
+	return true
+}
+
+// cannotWorkWithin reports whether an agent exits saying it cannot work
+// within d (recording every exit meanwhile).
+func (r *run) cannotWorkWithin(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case i := <-r.exits:
+			if r.cannotWork(i) {
+				return true
+			}
+		case <-timer.C:
+			return false
+		}
+	}
 }
 
 // unanswerableKind is the exception type of an unanswerable call.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -195,6 +196,17 @@ scripts:
       chunks: 5
       cut_after_chunks: 3
 `
+
+// closedURL is the URL of a port nothing listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "http://" + l.Addr().String()
+}
 
 func newFixture(t *testing.T, agents ...AgentSpec) *fixture {
 	t.Helper()

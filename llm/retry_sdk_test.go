@@ -1,8 +1,9 @@
+//go:build !nosdk
+
 package llm
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -11,17 +12,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/troupebench/troupe/modelcall"
 )
-
-// closedURL is the URL of a port nothing listens on.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
-}
 
 // TestGatewayRetriesOnTheAgentsBehalf: a 429 (waiting as retry-after-ms
 // asks) and a 503 (backing off) are retried by the gateway, so the

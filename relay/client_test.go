@@ -80,7 +80,7 @@ func (c *goNostrClient) Auth(k key) error {
 }
 
 func (c *goNostrClient) Publish(ev nostr.Event) string {
-	err := c.rl.Publish(ctxTimeout(c.t, 5*time.Second), ev)
+	err := c.rl.Publish(ctxTimeout(c.t, 20*time.Second), ev)
 	if err == nil {
 		return ""
 	}
